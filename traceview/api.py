@@ -1,0 +1,140 @@
+"""The Python API that the CLI is a thin layer over: ingest traces, open databases, summarize runs.
+
+Each stage lives in its own module and talks to the others only through the database tables:
+ingest (per backend) -> segmentation -> queries -> diff / plots.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import duckdb
+
+from . import db
+from .db import first_row
+from .errors import DatabaseError
+from .ingest import IngestOptions, default_label, delete_run, existing_run, load_run, resolve_source
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    """What a run holds: the figures `traceview ingest` and `traceview info` print."""
+
+    run_id: int
+    label: str
+    backend: str
+    source_path: str
+    ranks: int
+    events: int
+    kernels: int
+    memcpy: int
+    memset: int
+    launches: int
+    cpu_ranges: int
+    steps: int
+    layers: int
+    span_ms: float
+    device_names: tuple[str, ...]
+    warnings: tuple[str, ...]
+    already_ingested: bool = False
+
+
+def ingest(paths: Sequence[str | Path], database: str | Path, options: IngestOptions | None = None) -> RunSummary:
+    """Ingest one run (a trace file, several per-rank files, or a directory of them) into `database`.
+
+    Atomic: on any error the database is left as it was (a new one is not created). Idempotent: the same
+    source under the same label is not ingested twice; `options.replace` replaces a run of that label.
+    """
+    options = options or IngestOptions()
+    source = resolve_source(paths)
+    label = options.label or default_label(source)
+    with db.write_session(database) as con:
+        run_id = existing_run(con, source, label)
+        if run_id is not None and not options.replace:
+            return summarize(con, run_id, already_ingested=True)
+        taken = first_row(con.execute("SELECT run_id FROM runs WHERE label = ?", [label]).fetchall())
+        if taken and not options.replace:
+            raise DatabaseError(
+                database,
+                f"a different run is already labelled {label!r}",
+                "pass another --label, or --replace",
+            )
+        if taken:
+            delete_run(con, taken[0])
+        run_id = load_run(con, source, label, options)
+        return summarize(con, run_id)
+
+
+def connect(database: str | Path, read_only: bool = True) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection to a traceview database (read-only unless asked)."""
+    return db.connect(database, read_only=read_only)
+
+
+def run_ids(con: duckdb.DuckDBPyConnection) -> list[int]:
+    """Every run id in the database, in order."""
+    return [r[0] for r in con.execute("SELECT run_id FROM runs ORDER BY run_id").fetchall()]
+
+
+def summarize(con: duckdb.DuckDBPyConnection, run_id: int, already_ingested: bool = False) -> RunSummary:
+    """Counts and span of one run."""
+    row = first_row(
+        con.execute(
+            """
+        SELECT r.label, r.backend, r.source_path, coalesce(r.device_names, []),
+               (trace_end_ns - trace_start_ns) / 1e6,
+               (SELECT count(*) FROM ranks WHERE run_id = $run),
+               (SELECT coalesce(sum(value), 0) FROM ingest_stats WHERE run_id = $run AND name = 'events'),
+               (SELECT count(*) FILTER (kind = 'kernel') FROM gpu_activity WHERE run_id = $run),
+               (SELECT count(*) FILTER (kind = 'memcpy') FROM gpu_activity WHERE run_id = $run),
+               (SELECT count(*) FILTER (kind = 'memset') FROM gpu_activity WHERE run_id = $run),
+               (SELECT count(*) FROM launches WHERE run_id = $run),
+               (SELECT count(*) FROM cpu_ranges WHERE run_id = $run),
+               (SELECT count(*) FROM steps WHERE run_id = $run),
+               (SELECT count(*) FROM layers WHERE run_id = $run),
+               (SELECT list(description ORDER BY description) FROM ingest_stats
+                 WHERE run_id = $run AND name = 'warning')
+        FROM runs r WHERE r.run_id = $run
+        """,
+            {"run": run_id},
+        ).fetchall()
+    )
+    if row is None:
+        raise DatabaseError(None, f"no run {run_id} in the database", "list the runs with `traceview info DB`")
+    (
+        label,
+        backend,
+        source_path,
+        devices,
+        span_ms,
+        ranks,
+        events,
+        kernels,
+        memcpy,
+        memset,
+        launches,
+        cpu_ranges,
+        steps,
+        layers,
+        warnings,
+    ) = row
+    return RunSummary(
+        run_id=run_id,
+        label=label,
+        backend=backend,
+        source_path=source_path,
+        ranks=ranks,
+        events=int(events),
+        kernels=kernels,
+        memcpy=memcpy,
+        memset=memset,
+        launches=launches,
+        cpu_ranges=cpu_ranges,
+        steps=steps,
+        layers=layers,
+        span_ms=round(span_ms or 0.0, 3),
+        device_names=tuple(devices),
+        warnings=tuple(warnings or ()),
+        already_ingested=already_ingested,
+    )

@@ -1,0 +1,120 @@
+"""Opening traceview databases: read-only connections for queries, and atomic write sessions for ingest.
+
+Reads: `schema.sql`. Writes: the database file. A new database is built beside its final path and renamed
+into place only when ingest succeeded; an existing database is changed inside one transaction. Either way
+an interrupted or failed ingest leaves what was there before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import duckdb
+
+from .errors import DatabaseError
+from .version import SCHEMA_VERSION
+
+
+def first_row(rows: list[tuple[Any, ...]]) -> tuple[Any, ...] | None:
+    """The first of `rows` (from fetchall), or None: DuckDB wants every result read to its end."""
+    return rows[0] if rows else None
+
+
+def schema_sql() -> str:
+    """The DDL of every table, with a comment on each table and column."""
+    return resources.files("traceview").joinpath("schema.sql").read_text()
+
+
+def connect(path: str | Path, read_only: bool = True) -> duckdb.DuckDBPyConnection:
+    """Open an existing traceview database (read-only by default) after checking its schema version."""
+    path = Path(path)
+    if not path.is_file():
+        raise DatabaseError(path, "no such database", "create it with `traceview ingest TRACE -o " + str(path) + "`")
+    con = _open(path, read_only=read_only)
+    check_schema_version(con, path)
+    return con
+
+
+def _open(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
+    try:
+        return duckdb.connect(str(path), read_only=read_only)
+    except duckdb.IOException as error:
+        if "lock" in str(error).lower():
+            raise DatabaseError(
+                path,
+                "the database is open for writing in another process",
+                "wait for that process (an ingest?) to finish, or write to another -o file",
+            ) from error
+        raise DatabaseError(path, f"cannot open the database ({error})", "check the path") from error
+    except duckdb.Error as error:
+        raise DatabaseError(path, "not a DuckDB database", "give a .db file written by `traceview ingest`") from error
+
+
+def check_schema_version(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """Refuse databases that traceview did not write or that come from another schema version."""
+    try:
+        row = first_row(con.execute("SELECT value FROM traceview_meta WHERE key = 'schema_version'").fetchall())
+    except duckdb.CatalogException as error:
+        raise DatabaseError(
+            path, "not a traceview database (no traceview_meta table)", "ingest a trace into a new -o file"
+        ) from error
+    found = int(row[0]) if row else 0
+    if found != SCHEMA_VERSION:
+        raise DatabaseError(
+            path,
+            f"database schema version {found}, this traceview reads version {SCHEMA_VERSION}",
+            "ingest the trace again into a new -o file",
+        )
+
+
+def create_schema(con: duckdb.DuckDBPyConnection) -> None:
+    """Create every table of schema.sql (idempotent) and record the schema version."""
+    con.execute(schema_sql())
+    con.execute("INSERT OR REPLACE INTO traceview_meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
+
+
+@contextlib.contextmanager
+def write_session(path: str | Path) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A connection whose changes all land, or none do.
+
+    New database: built in `PATH.tmp-PID`, renamed over PATH on success, deleted on failure.
+    Existing database: one transaction, committed on success and rolled back on failure (DuckDB's WAL
+    keeps the previous state if the process is killed).
+    """
+    path = Path(path)
+    if path.exists():
+        con = _open(path, read_only=False)
+        check_schema_version(con, path)
+        con.execute("BEGIN TRANSACTION")
+        try:
+            yield con
+            con.execute("COMMIT")
+        except BaseException:
+            con.execute("ROLLBACK")
+            raise
+        finally:
+            con.close()
+        return
+    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
+    _remove_db_files(tmp)
+    con = duckdb.connect(str(tmp))
+    try:
+        create_schema(con)
+        yield con
+        con.execute("CHECKPOINT")
+        con.close()
+        os.replace(tmp, path)
+    except BaseException:
+        con.close()
+        _remove_db_files(tmp)
+        raise
+
+
+def _remove_db_files(path: Path) -> None:
+    for leftover in (path, path.with_name(path.name + ".wal")):
+        leftover.unlink(missing_ok=True)

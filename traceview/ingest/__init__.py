@@ -1,0 +1,221 @@
+"""Ingest: trace files in, the schema's tables out, for one run at a time.
+
+`detect_backend` decides which reader a path needs (by extension, then by its first bytes); `load_run`
+fills every table for a new run id inside a write session opened by the caller (see db.write_session),
+then applies the steps all backends share (ingest/common.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import duckdb
+
+from ..db import first_row
+from ..errors import BadInputError
+from ..version import __version__
+from . import common
+
+KINETO = "kineto"
+NSYS = "nsys"
+
+Progress = Callable[[str, int, int], None]
+"""Called as progress(what, done, total) during long work; total 0 when unknown."""
+
+
+@dataclass(frozen=True)
+class IngestOptions:
+    """What the user asked of ingest beyond the paths."""
+
+    label: str | None = None
+    replace: bool = False
+    comm_patterns: tuple[str, ...] = ()
+    salvage: bool = False
+    nsys: str | None = None
+    progress: Progress | None = None
+
+
+@dataclass(frozen=True)
+class LoadedSource:
+    """What a backend reports about the files it loaded (the rows themselves are in the tables)."""
+
+    profiler_version: str | None = None
+    clock_anchor_ns: int | None = None
+    partial: bool = False
+    warnings: tuple[str, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True)
+class Source:
+    """The files of one run, the backend that reads them, and their fingerprint."""
+
+    path: Path
+    files: tuple[Path, ...]
+    backend: str
+    sha256: str
+    size: int
+
+
+_KINETO_SUFFIXES = (".json", ".json.gz", ".gz")
+_NSYS_SUFFIXES = (".sqlite", ".sqlite3", ".nsys-rep", ".qdrep")
+
+
+def detect_backend(path: Path) -> str:
+    """kineto or nsys, from the extension, else from the first bytes; BadInputError when neither."""
+    name = path.name.lower()
+    if path.is_dir():
+        return _detect_directory(path)
+    if name.endswith(_KINETO_SUFFIXES):
+        return KINETO
+    if name.endswith(_NSYS_SUFFIXES):
+        return NSYS
+    with open(path, "rb") as handle:
+        head = handle.read(16)
+    if head.startswith(b"\x1f\x8b") or head.lstrip()[:1] in (b"{", b"["):
+        return KINETO
+    if head.startswith(b"SQLite format 3"):
+        return NSYS
+    raise BadInputError(
+        path,
+        "unknown kind of file",
+        "give a PyTorch profiler trace (.json, .json.gz) or an Nsight Systems report (.nsys-rep, .sqlite)",
+    )
+
+
+def _detect_directory(path: Path) -> str:
+    names = [p.name.lower() for p in path.iterdir()]
+    if any(n.endswith(".parquet") for n in names):
+        return NSYS
+    if any(n.endswith((".json", ".json.gz")) for n in names):
+        return KINETO
+    raise BadInputError(path, "the directory holds no trace files", "give a directory of per-rank .json(.gz) traces")
+
+
+def resolve_source(paths: Sequence[str | Path]) -> Source:
+    """Check that the paths exist and agree on a backend; fingerprint them."""
+    if not paths:
+        raise BadInputError(None, "no trace given", "name at least one trace file")
+    resolved = [Path(p).expanduser().resolve() for p in paths]
+    for p in resolved:
+        if not p.exists():
+            raise BadInputError(p, "no such file", "check the path")
+    backends = {detect_backend(p) for p in resolved}
+    if len(backends) > 1:
+        raise BadInputError(
+            resolved[0],
+            "the files mix PyTorch profiler and Nsight Systems traces",
+            "ingest them as separate runs",
+        )
+    backend = backends.pop()
+    flat = tuple(f for p in resolved for f in _trace_files(p, backend))
+    if not flat:
+        raise BadInputError(resolved[0], "no trace files found", "give a trace file or a directory of them")
+    for f in flat:
+        if f.is_file() and f.stat().st_size == 0:
+            raise BadInputError(f, "the file is empty", "record the trace again; the profiler wrote nothing")
+    digests = sorted(_sha256(f) for f in flat)
+    sha = digests[0] if len(digests) == 1 else hashlib.sha256("".join(digests).encode()).hexdigest()
+    size = sum(_size(f) for f in flat)
+    path = resolved[0] if len(resolved) == 1 else Path(os.path.commonpath(resolved))
+    return Source(path=path, files=flat, backend=backend, sha256=sha, size=size)
+
+
+def _trace_files(path: Path, backend: str) -> tuple[Path, ...]:
+    if not path.is_dir() or backend == NSYS:
+        return (path,)
+    return tuple(sorted(p for p in path.iterdir() if p.name.lower().endswith((".json", ".json.gz"))))
+
+
+def _size(path: Path) -> int:
+    if path.is_dir():
+        return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+    return path.stat().st_size
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    targets = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    for target in targets:
+        with open(target, "rb") as handle:
+            while chunk := handle.read(1 << 23):
+                digest.update(chunk)
+    return digest.hexdigest()
+
+
+def default_label(source: Source) -> str:
+    """The file or directory name without trace suffixes, e.g. rank-0 for rank-0.pt.trace.json.gz."""
+    name = source.path.name
+    for suffix in (".gz", ".json", ".trace", ".pt", ".sqlite", ".sqlite3", ".nsys-rep", ".qdrep"):
+        name = name.removesuffix(suffix)
+    return name or "run"
+
+
+def existing_run(con: duckdb.DuckDBPyConnection, source: Source, label: str) -> int | None:
+    """Run id already holding this source under this label (ingest is idempotent), else None."""
+    row = first_row(
+        con.execute("SELECT run_id FROM runs WHERE source_sha256 = ? AND label = ?", [source.sha256, label]).fetchall()
+    )
+    return row[0] if row else None
+
+
+def delete_run(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
+    """Remove every row of a run (used by --replace)."""
+    for table in (
+        "gpu_activity",
+        "launches",
+        "cpu_ranges",
+        "gpu_ranges",
+        "threads",
+        "steps",
+        "layers",
+        "ingest_stats",
+        "ranks",
+        "runs",
+    ):
+        con.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])
+
+
+def load_run(con: duckdb.DuckDBPyConnection, source: Source, label: str, options: IngestOptions) -> int:
+    """Insert a new run for `source` and fill every table; returns its run id."""
+    run_id = con.execute("SELECT coalesce(max(run_id), 0) + 1 FROM runs").fetchall()[0][0]
+    con.execute(
+        """INSERT INTO runs (run_id, label, backend, source_path, source_sha256, source_bytes, traceview_version,
+                             ingested_at)
+           VALUES (?, ?, ?, ?, ?, ?, ?, ?)""",
+        [
+            run_id,
+            label,
+            source.backend,
+            str(source.path),
+            source.sha256,
+            source.size,
+            __version__,
+            datetime.now(timezone.utc).replace(tzinfo=None),
+        ],
+    )
+    loaded = _backend_loader(source.backend)(con, source, run_id, options)
+    con.execute(
+        "UPDATE runs SET profiler_version = ?, clock_anchor_ns = ?, partial = ? WHERE run_id = ?",
+        [loaded.profiler_version, loaded.clock_anchor_ns, loaded.partial, run_id],
+    )
+    for warning in loaded.warnings:
+        common.add_stat(con, run_id, None, "warning", "data_loss", 1, warning)
+    common.finish_run(con, run_id, options.comm_patterns)
+    return run_id
+
+
+def _backend_loader(
+    backend: str,
+) -> Callable[[duckdb.DuckDBPyConnection, Source, int, IngestOptions], LoadedSource]:
+    if backend == KINETO:
+        from . import kineto
+
+        return kineto.load
+    from . import nsys
+
+    return nsys.load

@@ -1,0 +1,266 @@
+"""Steps every backend shares once its rows are in the schema's tables.
+
+Reads and writes: the schema's tables for one run (`run_id`). Backends call `short_names_table` while
+loading; `finish_run` then classifies kernels (queries/kernel_classes.csv), links GPU work to its launch,
+computes the nesting of CPU ranges, and records the run's span and counters in `ingest_stats`.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from dataclasses import dataclass
+from importlib import resources
+
+import duckdb
+import pandas as pd
+
+
+@dataclass(frozen=True)
+class KernelClass:
+    """One row of queries/kernel_classes.csv: kernels whose name matches `pattern` are `category`."""
+
+    priority: int
+    category: str
+    comm_op: str
+    pattern: str
+    example: str
+
+
+def kernel_classes(extra_comm_patterns: tuple[str, ...] = ()) -> list[KernelClass]:
+    """The classification table, user patterns (`--comm-pattern`) first, in priority order."""
+    text = resources.files("traceview.queries").joinpath("kernel_classes.csv").read_text()
+    rows = [
+        KernelClass(int(r["priority"]), r["category"], r["comm_op"], r["pattern"], r["example"])
+        for r in csv.DictReader(text.splitlines())
+    ]
+    user = [KernelClass(i, "comm", "other", p, "") for i, p in enumerate(extra_comm_patterns)]
+    return user + sorted(rows, key=lambda r: r.priority)
+
+
+def short_kernel_name(name: str) -> str:
+    """The kernel's own name: no return type, namespaces, template arguments or parameter list.
+
+    `void at::native::elementwise_kernel<128, 4, ...>(int, ...)` -> `elementwise_kernel`.
+    """
+    depth = 0
+    cut = len(name)
+    for i, char in enumerate(name):
+        if char in "<(" and depth == 0 and i > 0:
+            cut = i
+            break
+        if char in "<([{":
+            depth += 1
+        elif char in ">)]}":
+            depth = max(depth - 1, 0)
+    head = name[:cut].strip()
+    head = head.rsplit(" ", 1)[-1]
+    head = head.rsplit("::", 1)[-1]
+    return head or name.strip() or name
+
+
+def short_names_table(con: duckdb.DuckDBPyConnection, names_sql: str, table: str = "_short_names") -> None:
+    """Create temp table `table(name, short_name)` for the distinct names that `names_sql` returns."""
+    names = [
+        row[0] for row in con.execute(f"SELECT DISTINCT name FROM ({names_sql}) WHERE name IS NOT NULL").fetchall()
+    ]
+    frame = pd.DataFrame({"name": names, "short_name": [short_kernel_name(n) for n in names]})
+    con.register("_short_names_frame", frame)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT * FROM _short_names_frame")
+    con.unregister("_short_names_frame")
+
+
+def classify_kernels(con: duckdb.DuckDBPyConnection, run_id: int, extra_comm_patterns: tuple[str, ...] = ()) -> None:
+    """Set category/comm_op of the run's kernels from the classification table (first match wins).
+
+    Kernels a backend already marked `comm` (from collective args) keep that mark.
+    """
+    classes = kernel_classes(extra_comm_patterns)
+    for cls in classes:
+        re.compile(cls.pattern)  # a user pattern that does not compile fails here with a clear error
+    frame = pd.DataFrame(
+        {
+            "rank_order": range(len(classes)),
+            "category": [c.category for c in classes],
+            "comm_op": [c.comm_op for c in classes],
+            "pattern": [c.pattern for c in classes],
+        }
+    )
+    con.register("_kernel_classes", frame)
+    con.execute(
+        """
+        CREATE OR REPLACE TEMP TABLE _name_class AS
+        SELECT n.name, arg_min(c.category, c.rank_order) AS category, arg_min(c.comm_op, c.rank_order) AS comm_op
+        FROM (SELECT DISTINCT name FROM gpu_activity WHERE run_id = ? AND kind = 'kernel' AND category = 'compute') n
+        JOIN _kernel_classes c ON regexp_matches(n.name, c.pattern)
+        GROUP BY n.name
+        """,
+        [run_id],
+    )
+    con.execute(
+        """
+        UPDATE gpu_activity g SET category = nc.category, comm_op = nc.comm_op
+        FROM _name_class nc
+        WHERE g.run_id = ? AND g.kind = 'kernel' AND g.category = 'compute' AND g.name = nc.name
+        """,
+        [run_id],
+    )
+    con.unregister("_kernel_classes")
+
+
+def link_launches(con: duckdb.DuckDBPyConnection, run_id: int, same_process: str) -> None:
+    """Fill gpu_activity.launch_id (and pid) from the launch with the same correlation id.
+
+    `same_process` names the column pair that scopes correlation ids: `rank` for Kineto (one process per
+    file), `pid` for nsys (ids are unique only within a process). When several launches share an id, the
+    first one wins and `correlation_ids_with_several_launches` counts them.
+    """
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE _launch_by_corr AS
+        SELECT {same_process} AS scope, correlation_id, min(launch_id) AS launch_id, arg_min(pid, launch_id) AS pid,
+               count(*) AS n
+        FROM launches WHERE run_id = ? AND correlation_id IS NOT NULL
+        GROUP BY ALL
+        """,
+        [run_id],
+    )
+    con.execute(
+        f"""
+        UPDATE gpu_activity g SET launch_id = l.launch_id, pid = coalesce(g.pid, l.pid)
+        FROM _launch_by_corr l
+        WHERE g.run_id = ? AND g.{same_process} = l.scope AND g.correlation_id = l.correlation_id
+        """,
+        [run_id],
+    )
+    several = con.execute("SELECT count(*) FROM _launch_by_corr WHERE n > 1").fetchall()[0][0]
+    add_stat(
+        con,
+        run_id,
+        None,
+        "correlation_ids_with_several_launches",
+        "data_loss" if several else "info",
+        several,
+        "correlation ids shared by more than one launch call (the first call was used)",
+    )
+
+
+def compute_range_nesting(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
+    """Fill cpu_ranges.depth and parent_id: nesting among the ranges of one thread.
+
+    Ranges are ordered by (start, longer first). Depth is the number of ranges of the thread open at a
+    range's start (+1 at each start, -1 at each end, ends before starts at equal times); the parent is the
+    latest-starting range one level up that started no later (an ASOF join).
+    """
+    con.execute(
+        """
+        CREATE OR REPLACE TEMP TABLE _range_depth AS
+        WITH r AS (
+            SELECT range_id, rank, pid, tid, start_ns, end_ns FROM cpu_ranges WHERE run_id = ? AND kind <> 'mark'
+        ), edges AS (
+            SELECT rank, pid, tid, start_ns AS t, 1 AS delta, -end_ns AS tiebreak, range_id FROM r
+            UNION ALL
+            SELECT rank, pid, tid, end_ns AS t, -1 AS delta, NULL, NULL FROM r
+        ), running AS (
+            SELECT range_id, rank, pid, tid, t,
+                   sum(delta) OVER (PARTITION BY rank, pid, tid ORDER BY t, delta, tiebreak, range_id
+                                    ROWS UNBOUNDED PRECEDING) - 1 AS depth
+            FROM edges
+        )
+        SELECT range_id, rank, pid, tid, t AS start_ns, greatest(depth, 0)::INTEGER AS depth
+        FROM running WHERE range_id IS NOT NULL
+        """,
+        [run_id],
+    )
+    con.execute(
+        """
+        CREATE OR REPLACE TEMP TABLE _range_parent AS
+        SELECT c.range_id, c.depth, p.range_id AS parent_id
+        FROM _range_depth c
+        ASOF LEFT JOIN _range_depth p
+          ON c.rank = p.rank AND c.pid IS NOT DISTINCT FROM p.pid AND c.tid IS NOT DISTINCT FROM p.tid
+         AND c.depth = p.depth + 1 AND c.start_ns >= p.start_ns
+        """
+    )
+    con.execute(
+        """
+        UPDATE cpu_ranges r SET depth = p.depth, parent_id = CASE WHEN p.depth > 0 THEN p.parent_id END
+        FROM _range_parent p WHERE r.run_id = ? AND r.range_id = p.range_id
+        """,
+        [run_id],
+    )
+
+
+def add_stat(
+    con: duckdb.DuckDBPyConnection,
+    run_id: int,
+    rank: int | None,
+    name: str,
+    severity: str,
+    value: float,
+    description: str,
+) -> None:
+    """Record one counter in ingest_stats."""
+    con.execute(
+        "INSERT INTO ingest_stats VALUES (?, ?, ?, ?, ?, ?)",
+        [run_id, rank, name, severity, value, description],
+    )
+
+
+def record_link_stats(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
+    """Count, per rank, kernels and how many are linked to their launch call."""
+    rows = con.execute(
+        """
+        SELECT rank, count(*) FILTER (kind = 'kernel') AS kernels,
+               count(*) FILTER (kind = 'kernel' AND launch_id IS NULL) AS unlinked,
+               count(*) FILTER (kind = 'memcpy') AS memcpy, count(*) FILTER (kind = 'memset') AS memset
+        FROM gpu_activity WHERE run_id = ? GROUP BY rank ORDER BY rank
+        """,
+        [run_id],
+    ).fetchall()
+    for rank, kernels, unlinked, memcpy, memset in rows:
+        add_stat(con, run_id, rank, "kernels", "info", kernels, "GPU kernels kept")
+        add_stat(con, run_id, rank, "memcpy", "info", memcpy, "GPU memory copies kept")
+        add_stat(con, run_id, rank, "memset", "info", memset, "GPU memory sets kept")
+        add_stat(
+            con,
+            run_id,
+            rank,
+            "kernels_without_launch",
+            "data_loss" if unlinked else "info",
+            unlinked,
+            "kernels whose launch call (runtime or driver API) is not in the trace",
+        )
+        share = 100.0 * (kernels - unlinked) / kernels if kernels else 100.0
+        add_stat(
+            con,
+            run_id,
+            rank,
+            "kernels_linked_to_launch_pct",
+            "info",
+            round(share, 3),
+            "percentage of kernels linked to their launch call through the correlation id",
+        )
+
+
+def finish_run(con: duckdb.DuckDBPyConnection, run_id: int, extra_comm_patterns: tuple[str, ...] = ()) -> None:
+    """Classification, nesting, span and counters: everything that is the same for every backend."""
+    classify_kernels(con, run_id, extra_comm_patterns)
+    compute_range_nesting(con, run_id)
+    record_link_stats(con, run_id)
+    con.execute(
+        """
+        UPDATE runs SET trace_start_ns = s.lo, trace_end_ns = s.hi,
+               device_names = coalesce((SELECT list(DISTINCT device_name ORDER BY device_name) FROM ranks
+                                        WHERE run_id = $run AND device_name IS NOT NULL), [])
+        FROM (
+            SELECT min(lo) AS lo, max(hi) AS hi FROM (
+                SELECT min(start_ns) lo, max(end_ns) hi FROM gpu_activity WHERE run_id = $run
+                UNION ALL SELECT min(start_ns), max(end_ns) FROM launches WHERE run_id = $run
+                UNION ALL SELECT min(start_ns), max(end_ns) FROM cpu_ranges WHERE run_id = $run
+            )
+        ) s
+        WHERE runs.run_id = $run
+        """,
+        {"run": run_id},
+    )
