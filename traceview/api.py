@@ -138,3 +138,17 @@ def summarize(con: duckdb.DuckDBPyConnection, run_id: int, already_ingested: boo
         warnings=tuple(warnings or ()),
         already_ingested=already_ingested,
     )
+
+
+def data_loss(con: duckdb.DuckDBPyConnection) -> list[dict[str, object]]:
+    """Counters of ingest_stats that report lost or unusable data, per run and rank."""
+    result = con.execute(
+        """
+        SELECT r.label AS run, s.rank, s.name, s.value, s.description
+        FROM ingest_stats s JOIN runs r USING (run_id)
+        WHERE s.severity <> 'info' AND s.value > 0
+        ORDER BY r.run_id, s.rank, s.name
+        """
+    )
+    columns = [d[0] for d in result.description]
+    return [dict(zip(columns, row, strict=True)) for row in result.fetchall()]

@@ -1,0 +1,181 @@
+"""The `traceview` command: a thin typer layer over the Python API.
+
+Each command parses its arguments, calls one library function and renders the rows with output.render.
+Errors from the library (TraceviewError) become one stderr line `error: FILE: problem — what to do` and
+exit code 2; --debug shows the traceback instead.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import duckdb
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+from . import api
+from .errors import TraceviewError, UsageError
+from .ingest import IngestOptions
+from .output import Format, render
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Per-transformer-layer analysis of GPU profiler traces (PyTorch profiler and Nsight Systems).",
+)
+stderr = Console(stderr=True, highlight=False)
+_state = {"debug": False}
+
+DbArg = Annotated[Path, typer.Argument(help="A database written by `traceview ingest`.", show_default=False)]
+FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="Output format.")]
+
+
+@app.callback()
+def _global(
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks instead of one-line errors.")] = False,
+) -> None:
+    _state["debug"] = debug
+
+
+def emit(text: str) -> None:
+    """Write command output (data) to stdout."""
+    typer.echo(text)
+
+
+@app.command()
+def ingest(
+    traces: Annotated[
+        list[Path], typer.Argument(help="Trace files of one run: .json(.gz), .nsys-rep, .sqlite, or a directory.")
+    ],
+    output: Annotated[Path, typer.Option("--output", "-o", help="Database to create or add the run to.")],
+    label: Annotated[str | None, typer.Option(help="Name of the run (default: the file name).")] = None,
+    replace: Annotated[bool, typer.Option(help="Replace a run with the same label.")] = False,
+    comm_pattern: Annotated[
+        list[str] | None, typer.Option(help="Extra regex naming communication kernels (repeatable).")
+    ] = None,
+    salvage: Annotated[bool, typer.Option(help="Keep the complete events of a cut-off trace.")] = False,
+    nsys: Annotated[str | None, typer.Option(help="nsys executable for .nsys-rep (default: $NSYS, then PATH).")] = None,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Read traces into a DuckDB database (atomic: on error nothing is written)."""
+    with _progress() as progress:
+        options = IngestOptions(
+            label=label,
+            replace=replace,
+            comm_patterns=tuple(comm_pattern or ()),
+            salvage=salvage,
+            nsys=nsys,
+            progress=progress,
+        )
+        summary = api.ingest(traces, output, options)
+    for warning in summary.warnings:
+        stderr.print(f"warning: {warning}")
+    if summary.already_ingested:
+        stderr.print(f"{output}: already holds this trace as run {summary.label!r}; nothing to do")
+    emit(render([_summary_row(summary)], fmt, title=f"{output}: run {summary.label}"))
+
+
+@app.command()
+def info(database: DbArg, fmt: FormatOpt = Format.table) -> None:
+    """Summarize every run in a database: counts, span, devices, data-loss counters."""
+    with api.connect(database) as con:
+        rows = [_summary_row(api.summarize(con, run_id)) for run_id in api.run_ids(con)]
+        losses = api.data_loss(con)
+    emit(render(rows, fmt, title=str(database)))
+    if losses and fmt is Format.table:
+        emit(render(losses, fmt, title="data loss"))
+
+
+@app.command()
+def sql(
+    database: DbArg,
+    query: Annotated[str, typer.Argument(help="SQL to run (read-only).")],
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Run one SQL statement against a database, read-only."""
+    with api.connect(database) as con:
+        try:
+            result = con.execute(query)
+            columns = [d[0] for d in result.description or []]
+            rows = [dict(zip(columns, r, strict=True)) for r in result.fetchall()]
+        except duckdb.Error as error:
+            raise UsageError(database, f"the SQL failed: {str(error).splitlines()[0]}", "fix the query") from error
+    emit(render(rows, fmt, columns=columns))
+
+
+def _summary_row(summary: api.RunSummary) -> dict[str, object]:
+    return {
+        "run": summary.label,
+        "backend": summary.backend,
+        "ranks": summary.ranks,
+        "events": summary.events,
+        "kernels": summary.kernels,
+        "memcpy": summary.memcpy,
+        "memset": summary.memset,
+        "launches": summary.launches,
+        "steps": summary.steps,
+        "layers": summary.layers,
+        "span_ms": summary.span_ms,
+        "devices": ", ".join(summary.device_names),
+        "warnings": len(summary.warnings),
+    }
+
+
+class _progress:
+    """A progress bar on stderr for long reads; silent when stderr is not a terminal."""
+
+    def __enter__(self) -> api.Progress | None:
+        if not sys.stderr.isatty():
+            self._bar = None
+            return None
+        self._bar = Progress(
+            TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeRemainingColumn(), console=stderr
+        )
+        self._bar.start()
+        self._tasks: dict[str, int] = {}
+        return self._update
+
+    def _update(self, what: str, done: int, total: int) -> None:
+        assert self._bar is not None
+        if what not in self._tasks:
+            self._tasks[what] = self._bar.add_task(what, total=total or None)
+        self._bar.update(self._tasks[what], completed=done)
+
+    def __exit__(self, *exc: object) -> None:
+        if self._bar is not None:
+            self._bar.stop()
+
+
+def main() -> None:
+    """Entry point: run the app, turning library errors into one line and an exit code."""
+    try:
+        app(standalone_mode=False)
+    except TraceviewError as error:
+        if _state["debug"]:
+            raise
+        stderr.print(f"error: {error}", markup=False, soft_wrap=True)
+        sys.exit(error.exit_code)
+    except (typer.Abort, KeyboardInterrupt):
+        stderr.print("error: interrupted — nothing was written; run the command again", markup=False)
+        sys.exit(130)
+    except Exception as error:  # click usage errors arrive here in non-standalone mode
+        _exit_on_click_error(error)
+        raise
+
+
+def _exit_on_click_error(error: Exception) -> None:
+    import click
+
+    if isinstance(error, click.exceptions.ClickException):
+        error.show()
+        sys.exit(error.exit_code)
+    if isinstance(error, click.exceptions.Exit):
+        sys.exit(error.exit_code)
+
+
+if __name__ == "__main__":
+    main()
