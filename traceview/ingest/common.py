@@ -43,6 +43,7 @@ def short_kernel_name(name: str) -> str:
 
     `void at::native::elementwise_kernel<128, 4, ...>(int, ...)` -> `elementwise_kernel`.
     """
+    name = name.replace("(anonymous namespace)", "anonymous_namespace")
     depth = 0
     cut = len(name)
     for i, char in enumerate(name):
