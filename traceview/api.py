@@ -13,6 +13,7 @@ from pathlib import Path
 import duckdb
 
 from . import db
+from . import diff as diff_stage
 from .db import first_row
 from .errors import DatabaseError
 from .ingest import IngestOptions, default_label, delete_run, existing_run, load_run, resolve_source
@@ -152,3 +153,18 @@ def data_loss(con: duckdb.DuckDBPyConnection) -> list[dict[str, object]]:
     )
     columns = [d[0] for d in result.description]
     return [dict(zip(columns, row, strict=True)) for row in result.fetchall()]
+
+
+def diff(
+    a: str | Path, b: str | Path | None = None, label_a: str | None = None, label_b: str | None = None
+) -> diff_stage.Diff:
+    """Compare run B against run A layer by layer (see diff.compare).
+
+    `b` is a second database, or None to compare two labelled runs of database `a`.
+    """
+    with connect(a) as con_a, connect(b if b is not None else a) as con_b:
+        run_a = diff_stage.resolve_run(con_a, label_a, str(a))
+        if b is None and label_b is None:
+            raise DatabaseError(a, "one database needs two run labels to compare", "pass --a LABEL --b LABEL")
+        run_b = diff_stage.resolve_run(con_b, label_b, str(b if b is not None else a))
+        return diff_stage.compare(run_a, run_b)

@@ -7,6 +7,7 @@ exit code 2; --debug shows the traceback instead.
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -17,6 +18,7 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
 from . import api
+from . import diff as diff_stage
 from .errors import TraceviewError, UsageError
 from .ingest import IngestOptions
 from .output import Format, render
@@ -105,6 +107,44 @@ def sql(
         except duckdb.Error as error:
             raise UsageError(database, f"the SQL failed: {str(error).splitlines()[0]}", "fix the query") from error
     emit(render(rows, fmt, columns=columns))
+
+
+@app.command()
+def diff(
+    a: Annotated[Path, typer.Argument(help="Baseline database (run A).", show_default=False)],
+    b: Annotated[Path | None, typer.Argument(help="Candidate database (run B); omit to compare two runs of A.")] = None,
+    label_a: Annotated[str | None, typer.Option("--a", help="Label of run A (default: the first run).")] = None,
+    label_b: Annotated[str | None, typer.Option("--b", help="Label of run B (default: the first run).")] = None,
+    fail_if_slower: Annotated[
+        float | None, typer.Option(help="Exit 1 when B is slower than A by more than PCT per layer.", metavar="PCT")
+    ] = None,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Compare two runs layer by layer: kernels, µs, exposed communication, fused and new kernels."""
+    result = api.diff(a, b, label_a, label_b)
+    emit(render_diff(result, fmt))
+    if fail_if_slower is not None and diff_stage.is_slower(result, fail_if_slower):
+        stderr.print(
+            f"error: {result.summary['b']} is more than {fail_if_slower:g}% slower per layer than {result.summary['a']}"
+        )
+        raise typer.Exit(1)
+
+
+def render_diff(result: diff_stage.Diff, fmt: Format) -> str:
+    """The diff as one document: headline, notes, per-layer table, kernel alignment, top changes."""
+    if fmt is Format.json:
+        return json.dumps(result.as_json(), indent=2, default=str)
+    if fmt is Format.csv:
+        return render(result.layers, fmt)
+    summary = result.summary
+    title = f"{summary['a']} → {summary['b']} ({summary['phase']} steps)"
+    parts = [f"{title}: {summary['headline']}", *[f"note: {n}" for n in result.notes]]
+    parts.append(render(result.layers, fmt, title="per layer (medians across steps and ranks)"))
+    parts.append(
+        render(result.kernels, fmt, title=f"kernel alignment, layer {summary['representative_layer']} (one instance)")
+    )
+    parts.append(render(result.top_changes, fmt, title="top changes per step, by time"))
+    return "\n\n".join(parts)
 
 
 def _summary_row(summary: api.RunSummary) -> dict[str, object]:
