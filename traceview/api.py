@@ -12,7 +12,7 @@ from pathlib import Path
 
 import duckdb
 
-from . import db
+from . import db, sqllib
 from . import diff as diff_stage
 from .db import first_row
 from .errors import DatabaseError
@@ -65,6 +65,7 @@ def ingest(paths: Sequence[str | Path], database: str | Path, options: IngestOpt
         if taken:
             delete_run(con, taken[0])
         run_id = load_run(con, source, label, options)
+        sqllib.install(con)
         return summarize(con, run_id)
 
 

@@ -1,0 +1,49 @@
+-- @module layers.metrics
+-- Kernels and microseconds of every layer instance: one row per (run, rank, step, layer).
+-- @column run_id -: run (runs.run_id)
+-- @column rank -: rank (ranks.rank)
+-- @column step -: step (steps.step)
+-- @column layer -: layer index (layers.layer)
+-- @column name -: annotation that named the layer, NULL when inferred
+-- @column kernels count: GPU kernels (kind = 'kernel') assigned to the layer instance
+-- @column span_us us: end of its last kernel minus start of its first kernel
+-- @column busy_us us: length of the union of its kernel intervals (time some kernel of the layer runs)
+-- @column idle_us us: span_us - busy_us: time inside the span with no kernel of the layer running
+-- @column comm_us us: length of the union of its comm kernels
+-- @column compute_us us: length of the union of its compute kernels
+-- @column overlap_us us: length of (comm union ∩ compute union)
+-- @column exposed_comm_us us: comm_us - overlap_us: communication not hidden behind computation
+-- @column overlap_pct pct: 100 * overlap_us / comm_us; NULL when the layer has no comm kernel
+-- @column method -: how segmentation found the layer (layers.method)
+-- @column confidence -: from 0 to 1, segmentation's confidence in the layer (layers.confidence)
+-- @example FROM layer_metrics WHERE step = 3 ORDER BY layer
+
+-- Kernels that segmentation assigned to a layer; memcpy and memset rows are not kernels.
+CREATE OR REPLACE VIEW _layer_kernels AS
+SELECT run_id, rank, step, layer, start_ns, end_ns, category
+FROM gpu_activity
+WHERE kind = 'kernel' AND step IS NOT NULL AND layer IS NOT NULL;
+
+-- Every row of `layers`, with the times of its kernels (zero when it has none).
+CREATE OR REPLACE VIEW layer_metrics AS
+WITH _times AS (FROM comm_breakdown(_layer_kernels))
+SELECT
+    l.run_id,
+    l.rank,
+    l.step,
+    l.layer,
+    l.name,
+    coalesce(t.kernels, 0) AS kernels,
+    coalesce(t.last_end_ns - t.first_start_ns, 0) / 1e3 AS span_us,
+    coalesce(t.busy_ns, 0) / 1e3 AS busy_us,
+    coalesce(t.last_end_ns - t.first_start_ns - t.busy_ns, 0) / 1e3 AS idle_us,
+    coalesce(t.comm_ns, 0) / 1e3 AS comm_us,
+    coalesce(t.compute_ns, 0) / 1e3 AS compute_us,
+    coalesce(t.overlap_ns, 0) / 1e3 AS overlap_us,
+    coalesce(t.comm_ns - t.overlap_ns, 0) / 1e3 AS exposed_comm_us,
+    100.0 * t.overlap_ns / nullif(t.comm_ns, 0) AS overlap_pct,
+    l.method,
+    l.confidence
+FROM layers AS l
+LEFT JOIN _times AS t USING (run_id, rank, step, layer)
+ORDER BY l.run_id, l.rank, l.step, l.layer;

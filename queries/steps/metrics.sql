@@ -1,0 +1,54 @@
+-- @module steps.metrics
+-- Kernels and microseconds of every step: one row per (run, rank, step).
+-- @column run_id -: run (runs.run_id)
+-- @column rank -: rank (ranks.rank)
+-- @column step -: step index (steps.step)
+-- @column name -: annotation that delimited the step, NULL when inferred
+-- @column phase -: decode, prefill or unknown (steps.phase)
+-- @column warmup -: true for warm-up steps (steps.warmup)
+-- @column layers count: layer instances found in the step
+-- @column kernels count: GPU kernels (kind = 'kernel') assigned to the step, inside layers or not
+-- @column span_us us: end of its last kernel minus start of its first kernel
+-- @column busy_us us: length of the union of its kernel intervals
+-- @column idle_us us: span_us - busy_us: time inside the span with no kernel of the step running
+-- @column comm_us us: length of the union of its comm kernels
+-- @column compute_us us: length of the union of its compute kernels
+-- @column overlap_us us: length of (comm union ∩ compute union)
+-- @column exposed_comm_us us: comm_us - overlap_us
+-- @column overlap_pct pct: 100 * overlap_us / comm_us; NULL when the step has no comm kernel
+-- @column method -: how segmentation found the step (steps.method)
+-- @example FROM step_metrics WHERE NOT warmup
+
+-- Kernels that segmentation assigned to a step.
+CREATE OR REPLACE VIEW _step_kernels AS
+SELECT run_id, rank, step, start_ns, end_ns, category
+FROM gpu_activity
+WHERE kind = 'kernel' AND step IS NOT NULL;
+
+-- Every row of `steps`, with the times of its kernels (zero when it has none) and its number of layers.
+CREATE OR REPLACE VIEW step_metrics AS
+WITH
+    _times AS (FROM comm_breakdown(_step_kernels)),
+    _layer_counts AS (SELECT run_id, rank, step, count(*) AS layers FROM layers GROUP BY ALL)
+SELECT
+    s.run_id,
+    s.rank,
+    s.step,
+    s.name,
+    s.phase,
+    s.warmup,
+    coalesce(c.layers, 0) AS layers,
+    coalesce(t.kernels, 0) AS kernels,
+    coalesce(t.last_end_ns - t.first_start_ns, 0) / 1e3 AS span_us,
+    coalesce(t.busy_ns, 0) / 1e3 AS busy_us,
+    coalesce(t.last_end_ns - t.first_start_ns - t.busy_ns, 0) / 1e3 AS idle_us,
+    coalesce(t.comm_ns, 0) / 1e3 AS comm_us,
+    coalesce(t.compute_ns, 0) / 1e3 AS compute_us,
+    coalesce(t.overlap_ns, 0) / 1e3 AS overlap_us,
+    coalesce(t.comm_ns - t.overlap_ns, 0) / 1e3 AS exposed_comm_us,
+    100.0 * t.overlap_ns / nullif(t.comm_ns, 0) AS overlap_pct,
+    s.method
+FROM steps AS s
+LEFT JOIN _times AS t USING (run_id, rank, step)
+LEFT JOIN _layer_counts AS c USING (run_id, rank, step)
+ORDER BY s.run_id, s.rank, s.step;

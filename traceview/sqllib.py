@@ -1,0 +1,305 @@
+"""The SQL library: finds, documents, installs and runs the queries in `queries/**/*.sql`.
+
+Reads: the `.sql` files of the package `traceview.queries` (the `queries/` folder). Writes: DuckDB macros and
+views, with a COMMENT ON each of them and on each view column, into the connection's database (`install`), or
+as TEMP objects of the connection when the database is read-only and was written by another version of the
+library. Each file opens with a header:
+
+    -- @module layers.metrics               module name: folder.file
+    -- One line that says what it answers.
+    -- @param run VARCHAR NULL: meaning      one per macro parameter: name, type, default (- when none)
+    -- @column busy_us us: meaning          one per output column: name, unit (- when none)
+    -- @example FROM layer_metrics
+
+and defines one public object named after the module (`layers.metrics` -> `layer_metrics`: the folder in the
+singular) plus internal helpers whose names start with `_`. Objects without parameters are views; the others
+are table macros whose parameters all have defaults, so `run_query` binds user values as SQL parameters and
+never formats them into the text.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from importlib.resources.abc import Traversable
+from typing import Any
+
+import duckdb
+
+from .db import first_row
+from .errors import DatabaseError, UsageError
+
+_PACKAGE = "traceview.queries"
+_META_KEY = "sqllib_sha256"
+_CREATE = re.compile(r"^CREATE OR REPLACE (MACRO|VIEW) (\w+)", re.MULTILINE)
+_PARAM = re.compile(r"^(\w+)\s+(\w+)\s+(.+?):\s*(.*)$")
+_COLUMN = re.compile(r"^(\S+)\s+(\S+):\s*(.*)$")
+_SINGULAR = {"intervals": "interval", "layers": "layer", "steps": "step", "kernels": "kernel", "runs": "run"}
+_CASTS = {
+    "VARCHAR": str,
+    "INTEGER": int,
+    "BIGINT": int,
+    "DOUBLE": float,
+}
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter of a query macro."""
+
+    name: str
+    type: str
+    default: str
+    description: str
+
+
+@dataclass(frozen=True)
+class Column:
+    """One output column of a query: its unit is ns, us, pct, count or - (none)."""
+
+    name: str
+    unit: str
+    description: str
+
+
+@dataclass(frozen=True)
+class QueryInfo:
+    """What a query file defines and documents."""
+
+    name: str
+    module: str
+    description: str
+    params: tuple[Param, ...]
+    columns: tuple[Column, ...]
+    example: str
+    kind: str  # view or macro
+    path: str
+    sql: str
+
+    @property
+    def takes_tables(self) -> bool:
+        """True for building blocks (interval macros) whose arguments are tables, not values."""
+        return any(p.type == "table" for p in self.params)
+
+
+def list_queries() -> list[QueryInfo]:
+    """Every query of the library, in install order (each after the objects it uses)."""
+    return list(_library())
+
+
+def get_query(name: str) -> QueryInfo:
+    """The query called `name` (object name such as layer_metrics, or module name such as layers.metrics)."""
+    for info in _library():
+        if name in (info.name, info.module):
+            return info
+    known = ", ".join(sorted(q.name for q in _library()))
+    raise UsageError(None, f"no query named {name!r}", f"choose one of: {known}")
+
+
+def library_sha256() -> str:
+    """Digest of every query file: tells whether a database holds this version of the library."""
+    digest = hashlib.sha256()
+    for info in _library():
+        digest.update(info.path.encode() + b"\0" + info.sql.encode() + b"\0")
+    return digest.hexdigest()
+
+
+def install(con: duckdb.DuckDBPyConnection, temporary: bool = False) -> None:
+    """Create or replace every macro and view of the library, with their comments, in `con`'s database.
+
+    `temporary` creates them as TEMP objects of the connection instead (usable on a read-only database);
+    TEMP objects shadow the ones stored in the database.
+    """
+    for info in _library():
+        sql = info.sql.replace("CREATE OR REPLACE ", "CREATE OR REPLACE TEMP ") if temporary else info.sql
+        try:
+            con.execute(sql)
+        except duckdb.Error as error:
+            raise DatabaseError(
+                info.path, f"cannot install query {info.name} ({error})", "the database lacks a table it needs?"
+            ) from error
+        if not temporary:
+            _comment(con, info)
+    if not temporary:
+        con.execute("INSERT OR REPLACE INTO traceview_meta VALUES (?, ?)", [_META_KEY, library_sha256()])
+
+
+def ensure_installed(con: duckdb.DuckDBPyConnection) -> None:
+    """Make this version of the library usable on `con`: stored already, installed now, or as TEMP objects."""
+    try:
+        row = first_row(con.execute("SELECT value FROM traceview_meta WHERE key = ?", [_META_KEY]).fetchall())
+    except duckdb.CatalogException as error:
+        raise DatabaseError(None, "not a traceview database", "ingest a trace with `traceview ingest`") from error
+    if row is not None and row[0] == library_sha256():
+        return
+    install(con, temporary=True)
+
+
+def run_query(
+    con: duckdb.DuckDBPyConnection, name: str, params: dict[str, Any] | None = None
+) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """Run one query with `params` (name -> value; strings are converted to the parameter's type).
+
+    Returns (column names, rows). Values are bound as SQL parameters; only parameter names known from the
+    query's header reach the SQL text.
+    """
+    info = get_query(name)
+    params = dict(params or {})
+    if info.takes_tables:
+        raise UsageError(
+            None,
+            f"{info.name} takes tables as arguments and is a building block for SQL",
+            f"use it in SQL, e.g. {info.example}",
+        )
+    known = {p.name: p for p in info.params}
+    unknown = sorted(set(params) - set(known))
+    if unknown:
+        accepted = ", ".join(known) or "none"
+        raise UsageError(None, f"{info.name} has no parameter {unknown[0]!r}", f"its parameters: {accepted}")
+    ensure_installed(con)
+    names = list(params)
+    values = [_convert(info, known[k], params[k]) for k in names]
+    if info.kind == "view":
+        sql = f"SELECT * FROM {info.name}"
+    else:
+        args = ", ".join(f"{k} := ?" for k in names)
+        sql = f"SELECT * FROM {info.name}({args})"
+    try:
+        cursor = con.execute(sql, values)
+    except duckdb.Error as error:
+        raise DatabaseError(None, f"query {info.name} failed ({error})", "check the parameters") from error
+    columns = [d[0] for d in cursor.description]
+    return columns, cursor.fetchall()
+
+
+def _convert(info: QueryInfo, param: Param, value: Any) -> Any:
+    """A user value (often text from the command line) as the Python type of the parameter."""
+    if value is None or not isinstance(value, str):
+        return value
+    if value.upper() == "NULL":
+        return None
+    cast = _CASTS.get(param.type.upper(), str)
+    try:
+        return cast(value)
+    except ValueError as error:
+        raise UsageError(
+            None, f"{info.name}: {param.name}={value!r} is not a {param.type}", f"give a {param.type} value"
+        ) from error
+
+
+def _comment(con: duckdb.DuckDBPyConnection, info: QueryInfo) -> None:
+    """Store the header in the database: on the object, and on each column of a view."""
+    if info.kind == "view":
+        con.execute(f"COMMENT ON VIEW {info.name} IS {_literal(info.description)}")
+        for column in info.columns:
+            text = column.description if column.unit == "-" else f"{column.description} ({column.unit})"
+            con.execute(f"COMMENT ON COLUMN {info.name}.{column.name} IS {_literal(text)}")
+        return
+    lines = [info.description]
+    lines += [f"param {p.name} {p.type} = {p.default}: {p.description}" for p in info.params]
+    lines += [f"column {c.name} ({c.unit}): {c.description}" for c in info.columns]
+    lines.append(f"example: {info.example}")
+    con.execute(f"COMMENT ON MACRO TABLE {info.name} IS {_literal(chr(10).join(lines))}")
+
+
+def _literal(text: str) -> str:
+    """A SQL string literal of our own header text (comments cannot take bound parameters)."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+@cache
+def _library() -> tuple[QueryInfo, ...]:
+    infos = [_parse(path, rel) for path, rel in _sql_files(resources.files(_PACKAGE), "")]
+    return tuple(_ordered(infos))
+
+
+def _sql_files(folder: Traversable, prefix: str) -> list[tuple[Traversable, str]]:
+    found: list[tuple[Traversable, str]] = []
+    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+        if entry.is_dir() and not entry.name.startswith(("_", ".")):
+            found += _sql_files(entry, f"{prefix}{entry.name}/")
+        elif entry.name.endswith(".sql"):
+            found.append((entry, prefix + entry.name))
+    return found
+
+
+def _parse(path: Traversable, rel: str) -> QueryInfo:
+    """Read a file's header and the objects it creates; reject a file that breaks the conventions."""
+    sql = path.read_text()
+    header: list[str] = []
+    for line in sql.splitlines():
+        if not line.startswith("--"):
+            break
+        header.append(line[2:].strip())
+    where = f"queries/{rel}"
+    tags: dict[str, list[str]] = {"module": [], "param": [], "column": [], "example": []}
+    text: list[str] = []
+    for line in header:
+        tag, _, rest = line.partition(" ")
+        if tag.startswith("@") and tag[1:] in tags:
+            tags[tag[1:]].append(rest.strip())
+        elif line:
+            text.append(line)
+    folder, _, stem = rel.removesuffix(".sql").rpartition("/")
+    module = f"{folder.replace('/', '.')}.{stem}"
+    name = f"{_SINGULAR.get(folder, folder)}_{stem}"
+    if tags["module"] != [module] or not text or len(tags["example"]) != 1 or not tags["column"]:
+        raise DatabaseError(where, "bad header", f"open with -- @module {module}, a purpose line, @column and @example")
+    created = _CREATE.findall(sql)
+    public = [(kind, obj) for kind, obj in created if not obj.startswith("_")]
+    if [obj for _, obj in public] != [name]:
+        raise DatabaseError(where, f"must define exactly one public object, {name}", "prefix helpers with _")
+    return QueryInfo(
+        name=name,
+        module=module,
+        description=" ".join(text),
+        params=tuple(_param(where, p) for p in tags["param"]),
+        columns=tuple(_column(where, c) for c in tags["column"]),
+        example=tags["example"][0],
+        kind=public[0][0].lower(),
+        path=where,
+        sql=sql,
+    )
+
+
+def _param(where: str, line: str) -> Param:
+    match = _PARAM.match(line)
+    if not match:
+        raise DatabaseError(where, f"bad @param line {line!r}", "write: -- @param name TYPE default: meaning")
+    return Param(*match.groups())
+
+
+def _column(where: str, line: str) -> Column:
+    match = _COLUMN.match(line)
+    if not match:
+        raise DatabaseError(where, f"bad @column line {line!r}", "write: -- @column name unit: meaning")
+    return Column(*match.groups())
+
+
+def _ordered(infos: list[QueryInfo]) -> list[QueryInfo]:
+    """Files in dependency order: a file comes after every file whose objects it names (depth-first)."""
+    defines = {obj: info for info in infos for _, obj in _CREATE.findall(info.sql)}
+    done: list[QueryInfo] = []
+    placed: set[str] = set()
+    visiting: set[str] = set()
+
+    def visit(info: QueryInfo) -> None:
+        if info.path in placed:
+            return
+        if info.path in visiting:
+            raise DatabaseError(info.path, "queries depend on each other in a cycle", "break the cycle")
+        visiting.add(info.path)
+        own = {obj for _, obj in _CREATE.findall(info.sql)}
+        for word in sorted(set(re.findall(r"\b\w+\b", info.sql)) - own):
+            if word in defines:
+                visit(defines[word])
+        visiting.discard(info.path)
+        placed.add(info.path)
+        done.append(info)
+
+    for info in sorted(infos, key=lambda i: (not i.module.startswith("intervals."), i.module)):
+        visit(info)
+    return done
