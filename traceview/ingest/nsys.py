@@ -1,0 +1,648 @@
+"""Nsight Systems (nsys) -> the schema's tables.
+
+Reads: SQLite exports (`nsys export --type sqlite`, export schema 3.0 from nsys 2022.4 up to 3.25 from nsys 2026.2),
+and `.nsys-rep` / `.qdrep` reports, which the user's own nsys exports to SQLite in a temporary directory first (the
+report format is private). Writes: ranks, gpu_activity, launches, cpu_ranges, threads and ingest_stats rows for one run.
+
+Rows never become Python objects: each source query runs inside SQLite through the ADBC driver and streams Arrow
+record batches into DuckDB, where SQL moves them into the schema. Names are resolved inside SQLite (lookups in
+StringIds), so only the strings the schema needs leave the export. The profiled processes' environment, which
+exports keep in META_DATA_CAPTURE, TARGET_INFO_SYSTEM_ENV and StringIds, is never read.
+
+Export versions differ in ways handled here: the export metadata table is META_DATA_EXPORT (EXPORT_META_DATA before
+schema 3.x minor releases of 2023); CUDA graph node events moved from CUDA_GRAPH_EVENTS to CUDA_GRAPH_NODE_EVENTS, the
+old name now holding whole-graph executions (told apart by their columns); ENUM_CUDA_KRENEL_LAUNCH_TYPE was renamed
+ENUM_CUDA_KERNEL_LAUNCH_TYPE (no enum table is read: their values are fixed below); lazy exports omit every empty
+table; old exports normalise time to the session start and close ranges still open at the end at the session end, new
+ones keep the target's clock and leave such ranges' end NULL.
+
+Ranks: one per (process, GPU) with GPU work, plus one per process that has only API calls or NVTX ranges. Correlation
+ids are unique only within a process, so launches are linked to GPU work on (pid, correlation id).
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import adbc_driver_manager
+import adbc_driver_sqlite.dbapi as sqlite_dbapi
+import duckdb
+import pyarrow as pa
+
+from ..db import first_row
+from ..errors import BadInputError
+from . import IngestOptions, LoadedSource, Source, common
+from .nsys_report import export_command, export_report
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
+KERNEL, MEMCPY, MEMSET = "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"
+RUNTIME, DRIVER = "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER"
+NVTX = "NVTX_EVENTS"
+GRAPH_TRACE = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"  # --cuda-graph-trace=graph: one row per replay, no kernels
+EXPORT_META = ("META_DATA_EXPORT", "EXPORT_META_DATA")
+# Tables whose presence marks a file as an nsys export; any of them may be absent from a lazy export.
+NSYS_TABLES = (*EXPORT_META, KERNEL, MEMCPY, MEMSET, RUNTIME, NVTX, "StringIds", "TARGET_INFO_SESSION_START_TIME")
+READ_TABLES = (KERNEL, MEMCPY, MEMSET, RUNTIME, NVTX, "StringIds", "ThreadNames", "PROCESSES")
+
+# ENUM_NSYS_EVENT_TYPE ids (the same from 2022.4 to 2026.2).
+NVTX_RANGE_TYPES = {59: "NvtxPushPopRange", 60: "NvtxStartEndRange", 70: "NvtxtPushPopRange", 71: "NvtxtStartEndRange"}
+NVTX_MARK_TYPES = {34: "NvtxMark", 65: "NvtxtMark"}
+NVTX_DOMAIN_CREATE = 75
+NVTX_OTHER_TYPES = {33: "NvtxCategory", 39: "NvtxThread", 75: "NvtxDomainCreate", 76: "NvtxDomainDestroy"}
+DRIVER_EVENT_CLASS = 1  # ENUM_NSYS_EVENT_CLASS TRACE_PROCESS_EVENT_CUDA_DRIVER
+# ENUM_CUDA_MEMCPY_OPER and ENUM_CUDA_MEM_KIND ids, spelled as the PyTorch profiler names copies ("Memcpy HtoD
+# (Pageable -> Device)"), so that names agree between backends. nsys numbers memory kinds unlike CUPTI.
+MEMCPY_KINDS = ["Unknown", "HtoD", "DtoH", "HtoA", "AtoH", "AtoA", "AtoD", "DtoA", "DtoD", "HtoH", "PtoP"]
+MEMCPY_KINDS += ["UVM HtoD", "UVM DtoH", "UVM DtoD"]
+MEMORY_KINDS = ["Pageable", "Pinned", "Device", "Array", "Managed", "Device Static", "Managed Static", "Unknown"]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Entry point
+
+
+def load(con: duckdb.DuckDBPyConnection, source: Source, run_id: int, options: IngestOptions) -> LoadedSource:
+    """Load every export or report of `source` into run `run_id` (one file per node, or one for all)."""
+    versions: list[str] = []
+    warnings: list[str] = []
+    first_anchor: int | None = None
+    with tempfile.TemporaryDirectory(prefix="traceview-nsys-") as tmp:
+        for order, path in enumerate(source.files):
+            with _opened(path, Path(tmp), options) as export:
+                session = _read_session(export)
+                if order == 0:
+                    first_anchor = session.anchor_ns
+                shift = 0
+                if order > 0 and first_anchor is not None and session.anchor_ns is not None:
+                    shift = session.anchor_ns - first_anchor
+                elif order > 0:
+                    warnings.append(f"{path.name}: no session start time; its clock is not aligned with the others")
+                _load_export(con, export, session, run_id, shift, options)
+                versions.append(session.version_text)
+                warnings += session.warnings
+    common.link_launches(con, run_id, same_process="pid" if len(source.files) == 1 else "rank")
+    return LoadedSource(
+        profiler_version="; ".join(dict.fromkeys(versions)),
+        clock_anchor_ns=first_anchor,
+        warnings=tuple(warnings),
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Opening an export (exporting a report first)
+
+
+@dataclass(frozen=True)
+class Export:
+    """An open nsys SQLite export: the file named in messages, its ADBC connection, and its tables' columns."""
+
+    shown: Path
+    conn: Any
+    columns: dict[str, frozenset[str]]
+
+    def has(self, table: str, column: str | None = None) -> bool:
+        return table in self.columns and (column is None or column in self.columns[table])
+
+    def col(self, table: str, alias: str, column: str) -> str:
+        """`alias.column` when the table has that column (older exports lack some), else NULL."""
+        return f'{alias}."{column}"' if self.has(table, column) else "NULL"
+
+
+@contextmanager
+def _opened(path: Path, tmp: Path, options: IngestOptions) -> Iterator[Export]:
+    if path.is_dir():
+        raise BadInputError(
+            path,
+            "Nsight Systems Parquet exports are not supported yet",
+            f"export SQLite instead: {export_command(path.with_suffix('.nsys-rep'))}",
+        )
+    with open(path, "rb") as handle:
+        head = handle.read(100)
+    sqlite_path = path
+    if not head.startswith(SQLITE_MAGIC):
+        if not path.name.lower().endswith(REPORT_SUFFIXES):
+            raise BadInputError(path, "not an SQLite file", "give the .sqlite written by `nsys export --type sqlite`")
+        sqlite_path = export_report(path, tmp, options)
+    else:
+        _check_not_truncated(path, head)
+    try:
+        conn = sqlite_dbapi.connect(f"file:{sqlite_path}?mode=ro")
+    except adbc_driver_manager.Error as error:
+        raise BadInputError(path, f"cannot open the SQLite file ({_first_line(error)})", "check the file") from error
+    with closing(conn):
+        export = Export(path, conn, _table_columns(conn, path))
+        if not any(export.has(t) for t in NSYS_TABLES):
+            raise BadInputError(
+                path,
+                "an SQLite database but not an Nsight Systems export (no NVTX_EVENTS, CUPTI_ACTIVITY_KIND_* or "
+                "META_DATA_EXPORT table)",
+                "give the .sqlite written by `nsys export --type sqlite`",
+            )
+        yield export
+
+
+def _check_not_truncated(path: Path, head: bytes) -> None:
+    """The SQLite header gives page size and page count: a shorter file lost its end."""
+    page_size = int.from_bytes(head[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(head[28:32], "big")
+    if len(head) < 100 or path.stat().st_size < page_size * pages:
+        raise BadInputError(
+            path,
+            f"the SQLite file is truncated ({path.stat().st_size} of {page_size * pages} bytes)",
+            "copy it again, or export the report again with `nsys export --type sqlite`",
+        )
+
+
+def _table_columns(conn: Any, path: Path) -> dict[str, frozenset[str]]:
+    tables = [r[0] for r in _rows(conn, path, "SELECT name FROM sqlite_master WHERE type = 'table'")]
+    return {
+        t: frozenset(r[0] for r in _rows(conn, path, f"SELECT name FROM pragma_table_info('{t}')"))
+        for t in tables
+        if re.fullmatch(r"\w+", t)
+    }
+
+
+def _rows(conn: Any, path: Path, sql: str) -> list[tuple[Any, ...]]:
+    """A small query's rows (metadata, counts): read whole."""
+    try:
+        with closing(conn.cursor()) as cursor:
+            cursor.execute(sql)
+            return list(cursor.fetchall())
+    except (adbc_driver_manager.Error, OSError, pa.ArrowException) as error:
+        raise _damaged(path, error) from error
+
+
+def _damaged(path: Path, error: Exception) -> BadInputError:
+    return BadInputError(
+        path,
+        f"the SQLite export cannot be read ({_first_line(error)})",
+        "the file is damaged or incomplete; export the report again with `nsys export --type sqlite`",
+    )
+
+
+def _first_line(error: Exception) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Session facts: version, clock anchor, end of the session
+
+
+@dataclass(frozen=True)
+class Session:
+    """What the export says about itself and its clock."""
+
+    version_text: str
+    schema_version: str | None
+    anchor_ns: int | None
+    end_ns: int | None
+    hostname: str | None
+    warnings: tuple[str, ...]
+
+
+def _read_session(export: Export) -> Session:
+    meta_table = next((t for t in EXPORT_META if export.has(t)), None)
+    wanted = ["EXPORT_PRODUCT_VERSION", "EXPORT_SCHEMA_VERSION"]
+    wanted += ["EXPORT_PARAM_TIME_NORMALIZE", "EXPORT_PARAM_TIME_SHIFT"]
+    meta: dict[str, str] = {}
+    if meta_table:
+        names = ", ".join(f"'{w}'" for w in wanted)
+        sql = f"SELECT name, value FROM {meta_table} WHERE name IN ({names})"
+        meta = {str(n): str(v) for n, v in _rows(export.conn, export.shown, sql)}
+    product, schema = meta.get("EXPORT_PRODUCT_VERSION"), meta.get("EXPORT_SCHEMA_VERSION")
+    version_text = f"nsys {product or 'unknown version'}, SQLite export schema {schema or 'unknown'}"
+    warnings = []
+    if meta.get("EXPORT_PARAM_TIME_SHIFT", "0") not in ("0", ""):
+        warnings.append(f"{export.shown.name}: the export was time-shifted; clock_anchor_ns may be off")
+    # Old exports (no systemClockNs) and --time-normalize exports count time from the session start.
+    normalised = meta.get("EXPORT_PARAM_TIME_NORMALIZE") == "true" or not export.has(
+        "TARGET_INFO_SESSION_START_TIME", "systemClockNs"
+    )
+    anchor = None
+    if export.has("TARGET_INFO_SESSION_START_TIME", "utcEpochNs"):
+        clock = "0" if normalised else "systemClockNs"
+        row = first_row(
+            _rows(export.conn, export.shown, f"SELECT utcEpochNs - {clock} FROM TARGET_INFO_SESSION_START_TIME")
+        )
+        anchor = int(row[0]) if row and row[0] is not None else None
+    end = None
+    if export.has("ANALYSIS_DETAILS", "stopTime"):
+        column = "duration" if normalised else "stopTime"
+        row = first_row(_rows(export.conn, export.shown, f"SELECT max({column}) FROM ANALYSIS_DETAILS"))
+        end = int(row[0]) if row and row[0] is not None else None
+    hostname = None
+    if export.has("TARGET_INFO_SYSTEM_ENV", "name"):
+        sql = "SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'Hostname' LIMIT 1"
+        row = first_row(_rows(export.conn, export.shown, sql))
+        hostname = str(row[0]) if row and row[0] else None
+    return Session(version_text, schema, anchor, end, hostname, tuple(warnings))
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Staging: SQLite queries streamed into DuckDB temp tables
+
+
+def _stage(con: duckdb.DuckDBPyConnection, export: Export, table: str, parts: list[str], columns: Columns) -> None:
+    """Run the SQLite queries `parts` (each `expressions FROM ...`, in the order of `columns`) and stream their rows
+    into DuckDB temp table `table`.
+
+    `columns` maps each output column to i (integer) or t (text). The ADBC driver types a column from its first
+    rows, so a text column that starts with NULLs would be typed int64 and fail at its first string: a first probe
+    row of typed literals fixes every column's type (and its name), and is dropped on the DuckDB side.
+    """
+    probe = ", ".join(("0" if kind == "i" else "''") + f" AS {name}" for name, kind in columns.items())
+    sql = " UNION ALL ".join([f"SELECT 1 AS _probe, {probe}"] + [f"SELECT 0, {part}" for part in parts])
+    try:
+        with closing(export.conn.cursor()) as cursor:
+            cursor.execute(sql)
+            con.register("_nsys_stream", cursor.fetch_record_batch())
+            try:
+                con.execute(
+                    f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT * EXCLUDE (_probe) FROM _nsys_stream "
+                    "WHERE _probe = 0"
+                )
+            finally:
+                con.unregister("_nsys_stream")
+    except adbc_driver_manager.ProgrammingError:
+        raise
+    except (adbc_driver_manager.Error, OSError, pa.ArrowException, duckdb.InvalidInputException) as error:
+        raise _damaged(export.shown, error) from error
+
+
+Columns = dict[str, str]
+LAUNCH_COLUMNS = {"global_tid": "i", "start_ns": "i", "end_ns": "i", "name": "t", "event_class": "i"}
+LAUNCH_COLUMNS |= {"correlation_id": "i"}
+GPU_COLUMNS = dict.fromkeys(["global_pid", "device_id", "stream_id", "start_ns", "end_ns", "correlation_id"], "i")
+GPU_COLUMNS |= {"kind": "t", "name": "t", "graph_id": "i", "graph_node_id": "i"}
+GPU_COLUMNS |= dict.fromkeys(["grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"], "i")
+GPU_COLUMNS |= dict.fromkeys(["bytes", "copy_kind", "src_kind", "dst_kind"], "i")
+
+
+def _stage_gpu(con: duckdb.DuckDBPyConnection, export: Export) -> None:
+    """_ngpu: kernels, memory copies and memory sets, with kernel names resolved."""
+    parts = []
+    common_cols = 'x.globalPid, x.deviceId, x.streamId, x.start, x."end", x.correlationId'
+    if export.has(KERNEL):
+        name = _string(export, "x.demangledName", _string(export, "x.shortName", "NULL"))
+        dims = ", ".join(f"x.{d}" for d in ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ"))
+        parts.append(
+            f"{common_cols}, 'kernel', {name}, {export.col(KERNEL, 'x', 'graphId')}, "
+            f"{export.col(KERNEL, 'x', 'graphNodeId')}, {dims}, NULL, NULL, NULL, NULL FROM {KERNEL} x"
+        )
+    if export.has(MEMCPY):
+        parts.append(
+            f"{common_cols}, 'memcpy', NULL, NULL, {export.col(MEMCPY, 'x', 'graphNodeId')}, "
+            f"NULL, NULL, NULL, NULL, NULL, NULL, x.bytes, x.copyKind, {export.col(MEMCPY, 'x', 'srcKind')}, "
+            f"{export.col(MEMCPY, 'x', 'dstKind')} FROM {MEMCPY} x"
+        )
+    if export.has(MEMSET):
+        parts.append(
+            f"{common_cols}, 'memset', NULL, NULL, {export.col(MEMSET, 'x', 'graphNodeId')}, "
+            f"NULL, NULL, NULL, NULL, NULL, NULL, x.bytes, NULL, {export.col(MEMSET, 'x', 'memKind')}, NULL "
+            f"FROM {MEMSET} x"
+        )
+    _stage(con, export, "_ngpu", parts, GPU_COLUMNS)
+
+
+def _string(export: Export, id_sql: str, fallback: str) -> str:
+    """SQL for the StringIds value of `id_sql` (a scalar subquery on the primary key)."""
+    if not export.has("StringIds"):
+        return fallback
+    return f"coalesce((SELECT value FROM StringIds WHERE id = {id_sql}), {fallback})"
+
+
+def _stage_launches(con: duckdb.DuckDBPyConnection, export: Export) -> None:
+    """_nlaunch: CUDA runtime and driver API calls (one table since 2022.4; a DRIVER table when present)."""
+    parts = [
+        f'x.globalTid, x.start, x."end", {_string(export, "x.nameId", "NULL")}, x.eventClass, x.correlationId '
+        f"FROM {table} x"
+        for table in (RUNTIME, DRIVER)
+        if export.has(table, "nameId")
+    ]
+    _stage(con, export, "_nlaunch", parts, LAUNCH_COLUMNS)
+
+
+def _stage_nvtx(con: duckdb.DuckDBPyConnection, export: Export) -> None:
+    """_nnvtx: NVTX ranges, marks and domain names; text is the message or its registered string."""
+    columns = {"global_tid": "i", "start_ns": "i", "end_ns": "i", "event_type": "i", "text": "t", "domain_id": "i"}
+    parts = []
+    if export.has(NVTX):
+        kept = ", ".join(str(t) for t in (*NVTX_RANGE_TYPES, *NVTX_MARK_TYPES, NVTX_DOMAIN_CREATE))
+        text = _string(export, export.col(NVTX, "x", "textId"), "NULL")
+        parts.append(
+            f'x.globalTid, x.start, x."end", x.eventType, coalesce(x.text, {text}), '
+            f"{export.col(NVTX, 'x', 'domainId')} FROM {NVTX} x WHERE x.eventType IN ({kept})"
+        )
+    _stage(con, export, "_nnvtx", parts, columns)
+
+
+def _stage_names(con: duckdb.DuckDBPyConnection, export: Export) -> None:
+    """_nthread and _nprocess: thread and process names."""
+    threads = []
+    if export.has("ThreadNames", "nameId"):
+        threads.append(f"x.globalTid, {_string(export, 'x.nameId', 'NULL')} FROM ThreadNames x")
+    _stage(con, export, "_nthread", threads, {"global_tid": "i", "name": "t"})
+    processes = ["globalPid, name FROM PROCESSES"] if export.has("PROCESSES", "globalPid") else []
+    _stage(con, export, "_nprocess", processes, {"global_pid": "i", "name": "t"})
+
+
+def _device_names(export: Export) -> dict[int, str]:
+    """CUDA device id -> GPU name, from TARGET_INFO_CUDA_DEVICE + TARGET_INFO_GPU (new) or TARGET_INFO_GPU (old)."""
+    if export.has("TARGET_INFO_CUDA_DEVICE", "cudaId") and export.has("TARGET_INFO_GPU", "name"):
+        sql = "SELECT c.cudaId, g.name FROM TARGET_INFO_CUDA_DEVICE c JOIN TARGET_INFO_GPU g ON g.id = c.gpuId"
+    elif export.has("TARGET_INFO_GPU", "name"):
+        sql = f"SELECT coalesce({export.col('TARGET_INFO_GPU', 'g', 'cuDevice')}, g.id), g.name FROM TARGET_INFO_GPU g"
+    else:
+        return {}
+    names: dict[int, str] = {}
+    for device, name in _rows(export.conn, export.shown, sql):
+        if device is not None and name:
+            names.setdefault(int(device), str(name))
+    return names
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Moving staged rows into the schema
+
+
+def _load_export(
+    con: duckdb.DuckDBPyConnection, export: Export, session: Session, run_id: int, shift: int, options: IngestOptions
+) -> None:
+    stages = (_stage_gpu, _stage_launches, _stage_nvtx, _stage_names)
+    for done, stage in enumerate(stages):
+        if options.progress:
+            options.progress(f"reading {export.shown.name}", done, len(stages))
+        stage(con, export)
+    _close_open_ranges(con, session)
+    ranks = _assign_ranks(con, run_id)
+    params = {"run": run_id, "shift": shift}
+    _insert_gpu_activity(con, params)
+    _insert_launches(con, params)
+    _insert_cpu_ranges(con, params)
+    _insert_threads(con, params)
+    devices = _device_names(export)
+    rank_from = "default" if len(ranks) == 1 and first_row(_count(con, "ranks", run_id)) == (0,) else "process_order"
+    for rank, pid, device in ranks:
+        con.execute(
+            "INSERT INTO ranks VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL)",
+            [run_id, rank, str(export.shown), rank_from, pid, session.hostname, device, devices.get(device)],
+        )
+    _record_stats(con, export, session, run_id)
+
+
+def _count(con: duckdb.DuckDBPyConnection, table: str, run_id: int) -> list[tuple[Any, ...]]:
+    return con.execute(f"SELECT count(*) FROM {table} WHERE run_id = ?", [run_id]).fetchall()
+
+
+def _close_open_ranges(con: duckdb.DuckDBPyConnection, session: Session) -> None:
+    """Ranges never closed (end NULL, or at the session end in old exports) end at the trace's last event."""
+    con.execute(
+        """
+        CREATE OR REPLACE TEMP TABLE _nnvtx AS
+        SELECT * EXCLUDE (end_ns), end_ns IS NULL OR end_ns >= coalesce($session_end, 9223372036854775807) AS open,
+               end_ns
+        FROM _nnvtx
+        """,
+        {"session_end": session.end_ns},
+    )
+    con.execute(
+        """
+        UPDATE _nnvtx SET end_ns = (
+            SELECT greatest(max(start_ns), max(end_ns)) FROM (
+                SELECT start_ns, end_ns FROM _ngpu UNION ALL SELECT start_ns, end_ns FROM _nlaunch
+                UNION ALL SELECT start_ns, CASE WHEN NOT open THEN end_ns END FROM _nnvtx
+            )
+        )
+        WHERE open AND event_type IN ({ranges})
+        """.replace("{ranges}", ", ".join(map(str, NVTX_RANGE_TYPES)))
+    )
+
+
+def _assign_ranks(con: duckdb.DuckDBPyConnection, run_id: int) -> list[tuple[int, int | None, int | None]]:
+    """_nrank(pid, device_id, rank): one rank per (process, GPU), then per process with only CPU-side events."""
+    con.execute(
+        """
+        CREATE OR REPLACE TEMP TABLE _nrank AS
+        WITH gpu AS (
+            SELECT DISTINCT (global_pid >> 24) & 16777215 AS pid, device_id FROM _ngpu
+        ), cpu_only AS (
+            SELECT DISTINCT (global_tid >> 24) & 16777215 AS pid, NULL::BIGINT AS device_id FROM (
+                SELECT global_tid FROM _nlaunch UNION ALL SELECT global_tid FROM _nnvtx WHERE event_type <> $domain
+            ) c
+            WHERE NOT EXISTS (SELECT 1 FROM gpu WHERE gpu.pid IS NOT DISTINCT FROM (c.global_tid >> 24) & 16777215)
+        )
+        SELECT pid, device_id,
+               (SELECT coalesce(max(rank) + 1, 0) FROM ranks WHERE run_id = $run)
+                 + row_number() OVER (ORDER BY device_id NULLS LAST, pid) - 1 AS rank
+        FROM (SELECT * FROM gpu UNION ALL SELECT * FROM cpu_only)
+        """,
+        {"run": run_id, "domain": NVTX_DOMAIN_CREATE},
+    )
+    con.execute("CREATE OR REPLACE TEMP TABLE _nproc AS SELECT pid, min(rank) AS rank FROM _nrank GROUP BY pid")
+    return [(r[2], r[0], r[1]) for r in con.execute("SELECT pid, device_id, rank FROM _nrank ORDER BY rank").fetchall()]
+
+
+def _insert_gpu_activity(con: duckdb.DuckDBPyConnection, params: dict[str, int]) -> None:
+    memory = f"{MEMORY_KINDS}[coalesce(src_kind, 7) + 1]"
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE _ngpu AS
+        SELECT * EXCLUDE (name), (global_pid >> 24) & 16777215 AS pid,
+               CASE kind
+                 WHEN 'memcpy' THEN 'Memcpy ' || coalesce({MEMCPY_KINDS}[copy_kind + 1], 'Unknown') || ' ('
+                                   || coalesce({memory}, 'Unknown') || ' -> '
+                                   || coalesce({MEMORY_KINDS}[coalesce(dst_kind, 7) + 1], 'Unknown') || ')'
+                 WHEN 'memset' THEN 'Memset (' || coalesce({memory}, 'Unknown') || ')'
+                 ELSE coalesce(name, '') END AS name
+        FROM _ngpu
+        """
+    )
+    common.short_names_table(con, "SELECT name FROM _ngpu")
+    con.execute(
+        """
+        INSERT INTO gpu_activity (run_id, rank, activity_id, kind, device_id, stream_id, start_ns, end_ns, name,
+                                  short_name, category, pid, correlation_id, graph_id, graph_node_id, grid, block,
+                                  bytes)
+        SELECT $run, r.rank,
+               (SELECT coalesce(max(activity_id), 0) FROM gpu_activity WHERE run_id = $run)
+                 + row_number() OVER (ORDER BY g.start_ns, g.end_ns, g.device_id, g.stream_id),
+               g.kind, g.device_id, g.stream_id, g.start_ns + $shift, greatest(g.end_ns, g.start_ns) + $shift,
+               g.name, coalesce(s.short_name::VARCHAR, g.name),
+               CASE WHEN g.kind = 'kernel' THEN 'compute' ELSE g.kind END,
+               g.pid, g.correlation_id, g.graph_id, g.graph_node_id,
+               CASE WHEN g.kind = 'kernel' THEN [g.grid_x, g.grid_y, g.grid_z]::INTEGER[] END,
+               CASE WHEN g.kind = 'kernel' THEN [g.block_x, g.block_y, g.block_z]::INTEGER[] END,
+               g.bytes
+        FROM _ngpu g
+        JOIN _nrank r ON r.pid IS NOT DISTINCT FROM g.pid AND r.device_id IS NOT DISTINCT FROM g.device_id
+        LEFT JOIN _short_names s ON s.name = g.name
+        """,
+        params,
+    )
+
+
+def _insert_launches(con: duckdb.DuckDBPyConnection, params: dict[str, int]) -> None:
+    """Each call goes to the rank of the GPU work it launched, else to its process's first rank."""
+    con.execute(
+        f"""
+        INSERT INTO launches (run_id, rank, launch_id, pid, tid, start_ns, end_ns, name, api, correlation_id)
+        WITH calls AS (
+            SELECT *, (global_tid >> 24) & 16777215 AS pid, global_tid & 16777215 AS tid,
+                   regexp_replace(coalesce(name, ''), '_v\\d+$', '') AS api_name
+            FROM _nlaunch
+        ), work_rank AS (
+            SELECT g.pid, g.correlation_id, min(r.rank) AS rank
+            FROM _ngpu g
+            JOIN _nrank r ON r.pid IS NOT DISTINCT FROM g.pid AND r.device_id IS NOT DISTINCT FROM g.device_id
+            WHERE g.correlation_id IS NOT NULL
+            GROUP BY ALL
+        )
+        SELECT $run, coalesce(w.rank, p.rank),
+               (SELECT coalesce(max(launch_id), 0) FROM launches WHERE run_id = $run)
+                 + row_number() OVER (ORDER BY c.start_ns, c.end_ns, c.tid),
+               c.pid, c.tid, c.start_ns + $shift, greatest(c.end_ns, c.start_ns) + $shift, c.api_name,
+               CASE WHEN c.event_class = {DRIVER_EVENT_CLASS} OR regexp_matches(c.api_name, '^cu[A-Z]')
+                    THEN 'driver' ELSE 'runtime' END,
+               c.correlation_id
+        FROM calls c
+        JOIN _nproc p ON p.pid IS NOT DISTINCT FROM c.pid
+        LEFT JOIN work_rank w ON w.pid IS NOT DISTINCT FROM c.pid AND w.correlation_id = c.correlation_id
+        """,
+        params,
+    )
+
+
+def _insert_cpu_ranges(con: duckdb.DuckDBPyConnection, params: dict[str, int]) -> None:
+    """NVTX ranges (kind nvtx) and marks (kind mark); domain is the domain's name, NULL for the default domain."""
+    marks = ", ".join(map(str, NVTX_MARK_TYPES))
+    con.execute(
+        f"""
+        INSERT INTO cpu_ranges (run_id, rank, range_id, pid, tid, start_ns, end_ns, closed, name, kind, domain, depth)
+        WITH domains AS (
+            SELECT (global_tid >> 24) & 16777215 AS pid, domain_id, arg_min(text, start_ns) AS name
+            FROM _nnvtx WHERE event_type = {NVTX_DOMAIN_CREATE} GROUP BY ALL
+        ), events AS (
+            SELECT *, (global_tid >> 24) & 16777215 AS pid, global_tid & 16777215 AS tid,
+                   event_type IN ({marks}) AS is_mark
+            FROM _nnvtx WHERE event_type <> {NVTX_DOMAIN_CREATE}
+        )
+        SELECT $run, p.rank,
+               (SELECT coalesce(max(range_id), 0) FROM cpu_ranges WHERE run_id = $run)
+                 + row_number() OVER (ORDER BY e.start_ns, e.end_ns DESC, e.tid),
+               e.pid, e.tid, e.start_ns + $shift,
+               CASE WHEN e.is_mark THEN e.start_ns ELSE greatest(e.end_ns, e.start_ns) END + $shift,
+               e.is_mark OR NOT e.open, coalesce(e.text, ''), CASE WHEN e.is_mark THEN 'mark' ELSE 'nvtx' END,
+               CASE WHEN coalesce(e.domain_id, 0) <> 0 THEN coalesce(d.name, 'domain_' || e.domain_id) END, 0
+        FROM events e
+        JOIN _nproc p ON p.pid IS NOT DISTINCT FROM e.pid
+        LEFT JOIN domains d ON d.pid = e.pid AND d.domain_id = e.domain_id
+        """,
+        params,
+    )
+
+
+def _insert_threads(con: duckdb.DuckDBPyConnection, params: dict[str, int]) -> None:
+    """One row per ranked process (tid NULL) and one per named thread of it."""
+    con.execute(
+        """
+        INSERT INTO threads (run_id, rank, pid, tid, process_name, thread_name)
+        WITH processes AS (
+            SELECT (global_pid >> 24) & 16777215 AS pid, any_value(name) AS name FROM _nprocess GROUP BY ALL
+        )
+        SELECT $run, p.rank, p.pid, NULL, pr.name, NULL
+        FROM _nproc p LEFT JOIN processes pr ON pr.pid = p.pid WHERE p.pid IS NOT NULL
+        UNION ALL
+        SELECT $run, p.rank, p.pid, t.global_tid & 16777215, pr.name, any_value(t.name)
+        FROM _nthread t
+        JOIN _nproc p ON p.pid = (t.global_tid >> 24) & 16777215
+        LEFT JOIN processes pr ON pr.pid = p.pid
+        GROUP BY ALL
+        """,
+        {"run": params["run"]},
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Counters
+
+
+def _record_stats(con: duckdb.DuckDBPyConnection, export: Export, session: Session, run_id: int) -> None:
+    def stat(name: str, severity: str, value: float, description: str) -> None:
+        common.add_stat(con, run_id, None, name, severity, value, description)
+
+    if session.schema_version:
+        parts = [int(p) for p in re.findall(r"\d+", session.schema_version)[:2]] + [0, 0]
+        stat("export_schema_version", "info", parts[0] + parts[1] / 100, f"{session.version_text} (major + minor/100)")
+    gpu = dict(con.execute("SELECT kind, count(*) FROM _ngpu GROUP BY kind").fetchall())
+    counts = {
+        KERNEL: gpu.get("kernel", 0),
+        MEMCPY: gpu.get("memcpy", 0),
+        MEMSET: gpu.get("memset", 0),
+        RUNTIME: con.execute("SELECT count(*) FROM _nlaunch").fetchall()[0][0],
+    }
+    nvtx_types: dict[int, int] = {}
+    if export.has(NVTX):
+        sql = f"SELECT eventType, count(*) FROM {NVTX} GROUP BY eventType"
+        nvtx_types = {int(t): int(n) for t, n in _rows(export.conn, export.shown, sql)}
+    counts[NVTX] = sum(nvtx_types.values())
+    for table, n in counts.items():
+        if export.has(table):
+            stat(f"rows.{table}", "info", n, f"rows read from the export's {table} table")
+    stat("events", "info", sum(counts.values()), "rows read from the export's GPU, API and NVTX tables")
+    for table in READ_TABLES:
+        if not export.has(table):
+            stat(f"absent_table.{table}", "info", 1, "table absent from the export (lazy exports omit empty tables)")
+    kept = {*NVTX_RANGE_TYPES, *NVTX_MARK_TYPES}
+    for event_type, n in sorted(nvtx_types.items()):
+        if event_type not in kept:
+            name = f"skipped_nvtx.{NVTX_OTHER_TYPES.get(event_type, event_type)}"
+            stat(name, "info", n, "NVTX events that are not ranges or marks (names, domains)")
+    open_ranges = con.execute(
+        f"SELECT count(*) FROM _nnvtx WHERE open AND event_type IN ({', '.join(map(str, NVTX_RANGE_TYPES))})"
+    ).fetchall()[0][0]
+    stat(
+        "nvtx_ranges_never_closed",
+        "data_loss" if open_ranges else "info",
+        open_ranges,
+        "NVTX ranges still open when the trace ended (end set to the trace end, closed = FALSE)",
+    )
+    unnamed = con.execute(
+        "SELECT count(DISTINCT domain) FROM cpu_ranges WHERE run_id = ? AND domain LIKE 'domain\\_%' ESCAPE '\\'",
+        [run_id],
+    ).fetchall()[0][0]
+    if unnamed:
+        stat("nvtx_domains_without_name", "info", unnamed, "NVTX domains whose creation event is not in the trace")
+    _record_graph_stats(export, stat)
+    if counts[KERNEL] == 0:
+        stat("warning", "data_loss", 1, f"{export.shown.name}: CPU-only trace (no GPU kernels)")
+
+
+def _record_graph_stats(export: Export, stat: Any) -> None:
+    """CUDA graph node events (CUDA_GRAPH_NODE_EVENTS; CUDA_GRAPH_EVENTS before) and whole-graph replays."""
+    node_table = next(
+        (t for t in ("CUDA_GRAPH_NODE_EVENTS", "CUDA_GRAPH_EVENTS") if export.has(t, "graphNodeId")),
+        None,
+    )
+    if node_table:
+        n = _rows(export.conn, export.shown, f"SELECT count(*) FROM {node_table}")[0][0]
+        stat("graph_node_events", "info", n, f"CUDA graph node creations and clones ({node_table})")
+    replays = 0
+    if export.has(GRAPH_TRACE):
+        replays = _rows(export.conn, export.shown, f"SELECT count(*) FROM {GRAPH_TRACE}")[0][0]
+    if replays:
+        stat("graph_replays_without_kernels", "data_loss", replays, "CUDA graph replays traced as whole graphs")
+        stat(
+            "warning",
+            "data_loss",
+            1,
+            f"{export.shown.name}: {replays} CUDA graph replays were traced as whole graphs, without their kernels; "
+            "record with nsys profile --cuda-graph-trace=node",
+        )
