@@ -1,0 +1,324 @@
+"""Layers from the repetition of the kernel sequence, when no annotation names them (numpy, no per-kernel loop).
+
+Input: one step's kernels as integer codes (one code per distinct kernel name), in launch order on the
+step's main stream. Output: the layer instances as index ranges into that sequence, with a confidence.
+
+The algorithm, near-linear in the number of kernels:
+1. *Candidate periods.* For every code, the gaps between its consecutive occurrences. A code that runs once
+   per layer has gaps equal to the layer length (the period) for all layers of one kind, so the median gap
+   of every "regular" code (most gaps close to its median) is a candidate period.
+2. *Anchor.* For a candidate period P, the anchor is the regular code with that median gap that runs in the
+   most layers (a few dense first layers share the attention kernels with the MoE layers that follow).
+   Each anchor occurrence marks one layer; the kernels between two occurrences are one layer, so the
+   kernel count of a layer does not depend on where exactly its boundary falls.
+3. *Phase.* The unit is the most common anchor-to-anchor segment. The layer starts `d` kernels before its
+   anchor, where `d` is how far the unit's tail keeps matching backwards before the first layer's anchor
+   (the prologue - embedding - does not look like the end of a layer): the leftmost extension of the
+   repetition.
+4. *Acceptance.* A segment is a layer when its kernels and the unit's share most of their multiset
+   (precision and recall at least 1/2): MoE routing that varies, one extra kernel, a dense layer sharing the
+   attention part all pass; the epilogue (final norm, LM head, sampling) and the prologue do not. Layers of
+   another kind before the first anchor (dense layers without the anchor kernel) are found by searching
+   the unit's opening kernels backwards.
+5. *Choice.* The candidate whose layers cover the most kernels wins; among near ties the shortest period
+   (so a two-layer super-unit or the step itself does not beat the layer).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+MIN_LAYERS = 2
+REGULAR_TOLERANCE = 0.25  # a gap within 25% of the code's median gap counts as regular
+REGULAR_SHARE = 0.5  # share of a code's gaps that must be regular
+ACCEPT_PRECISION = 0.5  # share of the segment's kernels found in the unit
+ACCEPT_RECALL = 0.5  # share of the unit's kernels found in the segment
+NEAR_TIE = 0.85  # a shorter period wins when it covers at least this share of the best coverage
+MAX_CANDIDATES = 8
+MIN_COVERAGE = 0.2
+EXACT_OR_CONFIDENT = 0.9  # without two identical layers, the mean confidence a fit needs
+
+
+@dataclass(frozen=True)
+class LayerSpan:
+    """One inferred layer instance: kernels [start, end) of the sequence, and how well it matches the unit."""
+
+    start: int
+    end: int
+    confidence: float
+
+
+@dataclass(frozen=True)
+class PeriodFit:
+    """The layers found in one sequence: the repeating unit's length, coverage and mean confidence."""
+
+    layers: tuple[LayerSpan, ...]
+    period: int
+    coverage: float
+    confidence: float
+
+
+@dataclass(frozen=True)
+class _CodeStats:
+    """Per code: occurrences, median gap between consecutive occurrences, share of regular gaps."""
+
+    count: np.ndarray
+    median_gap: np.ndarray
+    regular_share: np.ndarray
+    first: np.ndarray
+
+
+def find_layers(codes: np.ndarray, min_layers: int = MIN_LAYERS) -> PeriodFit | None:
+    """The best layer segmentation of `codes`, or None when nothing repeats at least `min_layers` times."""
+    codes = np.ascontiguousarray(codes, dtype=np.int64)
+    if len(codes) < 2 * min_layers:
+        return None
+    codes = _dense_codes(codes)
+    stats = code_stats(codes)
+    fits = [fit for period in candidate_periods(stats) if (fit := _fit(codes, stats, period, min_layers))]
+    return choose(fits)
+
+
+def choose(fits: list[PeriodFit]) -> PeriodFit | None:
+    """The fit covering the most kernels; among those within NEAR_TIE of it, the shortest period."""
+    fits = [f for f in fits if f.coverage >= MIN_COVERAGE]
+    if not fits:
+        return None
+    best = max(_quality(f) for f in fits)
+    near = [f for f in fits if _quality(f) >= NEAR_TIE * best]
+    return min(near, key=lambda f: (f.period, -_quality(f)))
+
+
+def _quality(fit: PeriodFit) -> float:
+    return fit.coverage * fit.confidence
+
+
+def _dense_codes(codes: np.ndarray) -> np.ndarray:
+    """Renumber codes 0..k-1 so that per-code arrays stay small."""
+    _, inverse = np.unique(codes, return_inverse=True)
+    return inverse.astype(np.int64)
+
+
+def code_stats(codes: np.ndarray) -> _CodeStats:
+    """Occurrence counts, median gaps and regularity of every code (sorting, no Python loop over kernels)."""
+    k = int(codes.max()) + 1 if len(codes) else 0
+    order = np.argsort(codes, kind="stable")
+    sorted_codes = codes[order]
+    count = np.bincount(codes, minlength=k)
+    first = np.full(k, len(codes), dtype=np.int64)
+    np.minimum.at(first, codes, np.arange(len(codes)))
+    same = sorted_codes[1:] == sorted_codes[:-1]
+    gap_code = sorted_codes[1:][same]
+    gaps = (order[1:] - order[:-1])[same]
+    by = np.lexsort((gaps, gap_code))
+    gap_code, gaps = gap_code[by], gaps[by]
+    n_gaps = np.bincount(gap_code, minlength=k)
+    starts = np.concatenate(([0], np.cumsum(n_gaps)[:-1]))
+    median_gap = np.zeros(k, dtype=np.int64)
+    has = n_gaps > 0
+    median_gap[has] = gaps[starts[has] + n_gaps[has] // 2]
+    near = np.abs(gaps - median_gap[gap_code]) <= REGULAR_TOLERANCE * median_gap[gap_code]
+    regular = np.bincount(gap_code[near], minlength=k)
+    share = np.divide(regular, n_gaps, out=np.zeros(k), where=has)
+    return _CodeStats(count, median_gap, share, first)
+
+
+def candidate_periods(stats: _CodeStats) -> list[int]:
+    """Median gaps of regular codes, most supported first (support: kernels of the codes that share it)."""
+    regular = (stats.count >= 2) & (stats.regular_share >= REGULAR_SHARE) & (stats.median_gap >= 2)
+    if not regular.any():
+        return []
+    periods, inverse = np.unique(stats.median_gap[regular], return_inverse=True)
+    support = np.bincount(inverse, weights=stats.count[regular])
+    ranked = periods[np.argsort(-support, kind="stable")]
+    return [int(p) for p in ranked[:MAX_CANDIDATES]]
+
+
+def _fit(codes: np.ndarray, stats: _CodeStats, period: int, min_layers: int) -> PeriodFit | None:
+    anchor = _anchor(codes, stats, period)
+    if anchor is None:
+        return None
+    marks = np.flatnonzero(codes == anchor)
+    unit_start, unit_len, copies = _unit(codes, marks)
+    unit = codes[unit_start : unit_start + unit_len]
+    shift = _phase(codes, marks, unit)
+    starts = marks - shift
+    rotated = np.roll(unit, shift)
+    bounds = _trim(codes, _segments(codes, starts, rotated), rotated)
+    spans = _accepted(codes, bounds, rotated)
+    spans = _extend_left(codes, spans, rotated) + spans
+    if len(spans) < min_layers:
+        return None
+    covered = sum(s.end - s.start for s in spans)
+    confidence = float(np.mean([s.confidence for s in spans]))
+    if copies < 2 and confidence < EXACT_OR_CONFIDENT:
+        return None  # nothing repeats exactly and the layers only look alike: no structure
+    return PeriodFit(tuple(spans), unit_len, covered / len(codes), confidence)
+
+
+def _anchor(codes: np.ndarray, stats: _CodeStats, period: int) -> int | None:
+    """The code marking each layer for this period: most gaps near the period, fewest short gaps."""
+    close = np.abs(stats.median_gap - period) <= REGULAR_TOLERANCE * period
+    ok = close & (stats.count >= 2) & (stats.regular_share >= REGULAR_SHARE)
+    candidates = np.flatnonzero(ok)
+    if len(candidates) == 0:
+        return None
+    best, best_key = None, None
+    for code in candidates:  # a handful of codes, not kernels
+        gaps = np.diff(np.flatnonzero(codes == code))
+        good = int(np.count_nonzero((gaps >= period // 2) & (gaps <= 2 * period)))
+        short = int(np.count_nonzero(gaps < period // 2))
+        key = (good - 2 * short, int(stats.count[code]), -int(stats.first[code]))
+        if best_key is None or key > best_key:
+            best, best_key = int(code), key
+    return best
+
+
+def _unit(codes: np.ndarray, marks: np.ndarray) -> tuple[int, int, int]:
+    """Start, length and copies of the most common anchor-to-anchor segment (the unit, anchor first)."""
+    gaps = np.diff(marks)
+    values, counts = np.unique(gaps, return_counts=True)
+    length = int(values[np.argmax(counts)])
+    seen: dict[bytes, list[int]] = {}
+    for i in np.flatnonzero(gaps == length):  # one entry per layer
+        seen.setdefault(codes[marks[i] : marks[i] + length].tobytes(), []).append(int(marks[i]))
+    starts = max(seen.values(), key=len)
+    return starts[0], length, len(starts)
+
+
+def _phase(codes: np.ndarray, marks: np.ndarray, unit: np.ndarray) -> int:
+    """How many kernels before its anchor a layer starts: the leftmost extension of the repetition.
+
+    For each anchor, count how far the kernels before it keep matching the unit's tail backwards (capped
+    below one unit). The first layer's count is bounded by the prologue; a smaller count seen at two or more
+    anchors (a layer of another kind before them) wins over it.
+    """
+    length = len(unit)
+    if length < 2:
+        return 0
+    back = marks[:, None] - 1 - np.arange(length - 1)[None, :]
+    valid = back >= 0
+    equal = valid & (codes[np.clip(back, 0, None)] == unit[::-1][: length - 1][None, :])
+    ext = np.where(equal.all(axis=1), length - 1, np.argmin(equal, axis=1))
+    shift = int(ext[0])
+    values, counts = np.unique(ext, return_counts=True)
+    repeated = values[(counts >= 2) & (values < shift)]
+    return int(repeated.min()) if len(repeated) else shift
+
+
+def _segments(codes: np.ndarray, starts: np.ndarray, unit: np.ndarray) -> np.ndarray:
+    """[start, end) of each candidate layer: from one start to the next; the last one up to the end of
+    the unit's closing kernels that follow it (a layer longer or shorter than the unit), else one unit."""
+    starts = np.clip(starts, 0, len(codes))
+    last = int(starts[-1])
+    ends = np.append(starts[1:], _last_end(codes, last, unit))
+    keep = ends > starts
+    return np.stack([starts[keep], ends[keep]], axis=1)
+
+
+def _last_end(codes: np.ndarray, start: int, unit: np.ndarray) -> int:
+    length = len(unit)
+    hits = _closing_hits(codes[start : start + 2 * length], _closing(unit))
+    inside = hits[hits > length // 2]
+    return start + int(inside[0]) if len(inside) else min(start + length, len(codes))
+
+
+def _closing_hits(codes: np.ndarray, tail: np.ndarray) -> np.ndarray:
+    """Positions just after each occurrence of `tail` in `codes`."""
+    if len(codes) < len(tail):
+        return np.array([], dtype=np.int64)
+    windows = np.lib.stride_tricks.sliding_window_view(codes, len(tail))
+    return np.flatnonzero((windows == tail[None, :]).all(axis=1)) + len(tail)
+
+
+def similarity(codes: np.ndarray, bounds: np.ndarray, unit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per segment: multiset overlap with the unit over the segment's size (precision) and the unit's (recall)."""
+    unit_codes, unit_counts = np.unique(unit, return_counts=True)
+    lengths = bounds[:, 1] - bounds[:, 0]
+    seg_id = np.repeat(np.arange(len(bounds)), lengths)
+    offsets = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+    idx = np.arange(int(lengths.sum())) - np.repeat(offsets - bounds[:, 0], lengths)
+    pos = np.searchsorted(unit_codes, codes[idx])
+    pos = np.clip(pos, 0, len(unit_codes) - 1)
+    in_unit = unit_codes[pos] == codes[idx]
+    k = len(unit_codes)
+    table = np.bincount(seg_id[in_unit] * k + pos[in_unit], minlength=len(bounds) * k).reshape(len(bounds), k)
+    shared = np.minimum(table, unit_counts[None, :]).sum(axis=1)
+    precision = shared / np.maximum(lengths, 1)
+    recall = shared / len(unit)
+    return precision, recall
+
+
+def _accepted(codes: np.ndarray, bounds: np.ndarray, unit: np.ndarray) -> list[LayerSpan]:
+    if len(bounds) == 0:
+        return []
+    precision, recall = similarity(codes, bounds, unit)
+    ok = (precision >= ACCEPT_PRECISION) & (recall >= ACCEPT_RECALL)
+    return [
+        LayerSpan(int(s), int(e), round(float(p), 4))
+        for (s, e), p, good in zip(bounds, precision, ok, strict=True)
+        if good
+    ]
+
+
+def _extend_left(codes: np.ndarray, spans: list[LayerSpan], unit: np.ndarray) -> list[LayerSpan]:
+    """Layers of another kind right before the first layer: occurrences of the unit's opening kernels."""
+    if not spans or spans[0].start == 0:
+        return []
+    head = _opening(unit)
+    region = codes[: spans[0].start]
+    if len(region) < len(head):
+        return []
+    windows = np.lib.stride_tricks.sliding_window_view(region, len(head))
+    hits = np.flatnonzero((windows == head[None, :]).all(axis=1))
+    found: list[LayerSpan] = []
+    end = spans[0].start
+    for start in hits[::-1]:  # a few dense layers, walked backwards
+        if start >= end:
+            continue
+        precision, recall = similarity(codes, np.array([[start, end]]), unit)
+        if precision[0] < ACCEPT_PRECISION or recall[0] < ACCEPT_RECALL:
+            break
+        found.insert(0, LayerSpan(int(start), int(end), round(float(precision[0]), 4)))
+        end = int(start)
+    return found
+
+
+def _opening(unit: np.ndarray, longest: int = 8) -> np.ndarray:
+    """The shortest prefix of the unit (at least 2 kernels) that occurs only once in the cyclic unit."""
+    for m in range(2, min(longest, len(unit)) + 1):
+        if _unique_in_cycle(unit, unit[:m]):
+            return unit[:m]
+    return unit[: min(longest, len(unit))]
+
+
+def _closing(unit: np.ndarray, longest: int = 8) -> np.ndarray:
+    """The shortest suffix of the unit (at least 2 kernels) that occurs only once in the cyclic unit."""
+    for m in range(2, min(longest, len(unit)) + 1):
+        if _unique_in_cycle(unit, unit[-m:]):
+            return unit[-m:]
+    return unit[-min(longest, len(unit)) :]
+
+
+def _unique_in_cycle(unit: np.ndarray, gram: np.ndarray) -> bool:
+    cyclic = np.concatenate([unit, unit[: len(gram) - 1]])
+    windows = np.lib.stride_tricks.sliding_window_view(cyclic, len(gram))
+    return int((windows == gram[None, :]).all(axis=1).sum()) == 1
+
+
+def _trim(codes: np.ndarray, bounds: np.ndarray, unit: np.ndarray) -> np.ndarray:
+    """End a segment longer than the unit after the last occurrence of the unit's closing kernels in it.
+
+    Keeps a layer from swallowing an epilogue (or a stretch of other work) that follows it.
+    """
+    length = len(unit)
+    hits = _closing_hits(codes, _closing(unit))
+    out = bounds.copy()
+    for i in np.flatnonzero(bounds[:, 1] - bounds[:, 0] > length):  # only the overlong ones
+        start, end = bounds[i]
+        inside = hits[(hits > start + length // 2) & (hits <= end)]
+        if len(inside):
+            out[i, 1] = inside[-1]
+    return out
