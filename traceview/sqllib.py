@@ -280,7 +280,7 @@ def _column(where: str, line: str) -> Column:
 
 
 def _ordered(infos: list[QueryInfo]) -> list[QueryInfo]:
-    """Files in dependency order: a file comes after every file whose objects it names (depth-first)."""
+    """Files in dependency order: a file comes after every file whose objects its SQL (not comments) names."""
     defines = {obj: info for info in infos for _, obj in _CREATE.findall(info.sql)}
     done: list[QueryInfo] = []
     placed: set[str] = set()
@@ -293,7 +293,8 @@ def _ordered(infos: list[QueryInfo]) -> list[QueryInfo]:
             raise DatabaseError(info.path, "queries depend on each other in a cycle", "break the cycle")
         visiting.add(info.path)
         own = {obj for _, obj in _CREATE.findall(info.sql)}
-        for word in sorted(set(re.findall(r"\b\w+\b", info.sql)) - own):
+        code = re.sub(r"--[^\n]*", "", info.sql)
+        for word in sorted(set(re.findall(r"\b\w+\b", code)) - own):
             if word in defines:
                 visit(defines[word])
         visiting.discard(info.path)
@@ -303,3 +304,36 @@ def _ordered(infos: list[QueryInfo]) -> list[QueryInfo]:
     for info in sorted(infos, key=lambda i: (not i.module.startswith("intervals."), i.module)):
         visit(info)
     return done
+
+
+def parse_steps(text: str) -> tuple[int, int]:
+    """'3-7' -> (3, 7); '5' -> (5, 5). UsageError for anything else."""
+    first, sep, last = text.strip().partition("-")
+    try:
+        pair = (int(first), int(last) if sep else int(first))
+    except ValueError:
+        pair = (-1, -1)
+    if pair[0] < 0 or pair[1] < pair[0]:
+        raise UsageError(None, f"bad step range {text!r}", "give FIRST-LAST (e.g. 3-7) or one step (e.g. 5)")
+    return pair
+
+
+def overlap(
+    con: duckdb.DuckDBPyConnection, run: str | int | None = None, steps: tuple[int, int] | None = None
+) -> list[dict[str, Any]]:
+    """Compute/communication overlap per rank (query comm_overlap): one dict per (run, rank).
+
+    Keys: run_id, label, rank, time_window ('whole trace' or 'steps A-B'), window_start_ns, window_end_ns,
+    window_us, kernels, comm_us, compute_us, overlap_us, exposed_comm_us, overlap_pct. `steps` (first, last)
+    counts only the kernels segmentation put in those steps; None counts every kernel of the trace.
+    """
+    if run is not None:
+        ensure_installed(con)
+        if not con.execute("FROM run_select(run := ?)", [run]).fetchall():
+            labels = ", ".join(r[0] for r in con.execute("SELECT label FROM runs ORDER BY run_id").fetchall())
+            raise UsageError(None, f"no run {run!r} in the database", f"choose one of: {labels or 'none'}")
+    params: dict[str, Any] = {"run": run}
+    if steps is not None:
+        params |= {"step_from": steps[0], "step_to": steps[1]}
+    columns, rows = run_query(con, "comm_overlap", params)
+    return [dict(zip(columns, row, strict=True)) for row in rows]

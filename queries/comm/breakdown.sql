@@ -13,31 +13,56 @@
 
 -- Defined as Holistic Trace Analysis defines compute/communication overlap: the union of the communication
 -- kernels intersected with the union of the compute kernels; rows of any other category (memcpy, memset)
--- count towards busy_ns only. Every figure is computed by the interval macros (intervals/).
+-- count towards busy_ns only. The four lengths equal interval_length of each set and of interval_intersect
+-- of the comm and compute sets (tests/test_sql_queries.py checks this), computed in one sweep instead of six:
+-- emit +1 at each start and -1 at each end, counted apart for all kernels, comm kernels and compute kernels,
+-- and sort the events of a partition by time. Between two consecutive events the running counts say which
+-- kernels are open: the stretch is busy when any is, comm when a comm kernel is, compute when a compute kernel
+-- is, and overlapped when both a comm and a compute kernel are.
 CREATE OR REPLACE MACRO comm_breakdown(tbl) AS TABLE
 WITH
     -- The partition columns packed into one struct key, with each kernel's interval and category.
     _keyed AS (
-        SELECT struct_pack(*COLUMNS(* EXCLUDE (start_ns, end_ns, category))) AS _key, start_ns, end_ns, category
+        SELECT
+            struct_pack(*COLUMNS(* EXCLUDE (start_ns, end_ns, category))) AS _key,
+            start_ns,
+            end_ns,
+            CASE WHEN category = 'comm' THEN 1 ELSE 0 END AS is_comm,
+            CASE WHEN category = 'compute' THEN 1 ELSE 0 END AS is_compute
         FROM query_table(tbl)
     ),
-    -- All kernels, the communication kernels and the compute kernels.
-    _all AS (SELECT _key, start_ns, end_ns FROM _keyed),
-    _comm AS (SELECT _key, start_ns, end_ns FROM _keyed WHERE category = 'comm'),
-    _compute AS (SELECT _key, start_ns, end_ns FROM _keyed WHERE category = 'compute'),
+    -- One event per boundary: +1 at a start, -1 at an end, for all kernels and for each class.
+    _events AS (
+        SELECT _key, start_ns AS t, 1 AS d_all, is_comm AS d_comm, is_compute AS d_compute FROM _keyed
+        UNION ALL
+        SELECT _key, end_ns AS t, -1 AS d_all, -is_comm AS d_comm, -is_compute AS d_compute FROM _keyed
+    ),
+    -- Kernels open after each event, per class, and the time until the next event.
+    _open AS (
+        SELECT
+            _key,
+            sum(d_all) OVER w AS n_all,
+            sum(d_comm) OVER w AS n_comm,
+            sum(d_compute) OVER w AS n_compute,
+            lead(t) OVER w - t AS stretch_ns
+        FROM _events
+        WINDOW w AS (PARTITION BY _key ORDER BY t, d_all DESC ROWS UNBOUNDED PRECEDING)
+    ),
+    -- Lengths of the stretches per class of open kernels.
+    _lengths AS (
+        SELECT
+            _key,
+            coalesce(sum(stretch_ns) FILTER (n_all > 0), 0)::BIGINT AS busy_ns,
+            coalesce(sum(stretch_ns) FILTER (n_comm > 0), 0)::BIGINT AS comm_ns,
+            coalesce(sum(stretch_ns) FILTER (n_compute > 0), 0)::BIGINT AS compute_ns,
+            coalesce(sum(stretch_ns) FILTER (n_comm > 0 AND n_compute > 0), 0)::BIGINT AS overlap_ns
+        FROM _open
+        GROUP BY _key
+    ),
     -- Count and extent of the kernels of each partition.
     _extent AS (
         SELECT _key, count(*) AS kernels, min(start_ns) AS first_start_ns, max(end_ns) AS last_end_ns
         FROM _keyed
-        GROUP BY _key
-    ),
-    -- Union lengths, and the length of the intersection of the comm and compute unions.
-    _busy AS (FROM interval_length(_all)),
-    _comm_length AS (FROM interval_length(_comm)),
-    _compute_length AS (FROM interval_length(_compute)),
-    _overlap AS (
-        SELECT _key, sum(end_ns - start_ns)::BIGINT AS length_ns
-        FROM interval_intersect(_comm, _compute)
         GROUP BY _key
     )
 SELECT
@@ -45,12 +70,9 @@ SELECT
     e.kernels,
     e.first_start_ns,
     e.last_end_ns,
-    coalesce(b.length_ns, 0) AS busy_ns,
-    coalesce(c.length_ns, 0) AS comm_ns,
-    coalesce(k.length_ns, 0) AS compute_ns,
-    coalesce(o.length_ns, 0) AS overlap_ns
+    l.busy_ns,
+    l.comm_ns,
+    l.compute_ns,
+    l.overlap_ns
 FROM _extent AS e
-LEFT JOIN _busy AS b ON b._key = e._key
-LEFT JOIN _comm_length AS c ON c._key = e._key
-LEFT JOIN _compute_length AS k ON k._key = e._key
-LEFT JOIN _overlap AS o ON o._key = e._key;
+JOIN _lengths AS l ON l._key = e._key;

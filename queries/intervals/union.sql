@@ -6,11 +6,12 @@
 -- @column end_ns ns: end of a merged interval (intervals of one partition are disjoint and do not touch)
 -- @example WITH k AS (SELECT rank, start_ns, end_ns FROM gpu_activity) FROM interval_union(k)
 
--- Algorithm: emit +1 at each start and -1 at each end, and sort the events of a partition by time (at equal
--- times starts before ends, so touching intervals merge). The running sum is the number of intervals open
--- after each event. A merged interval (an "island") opens at a +1 that lifts the sum from 0 to 1 and closes at
--- the -1 that brings it back to 0; numbering the openings with a second running sum gives each event its
--- island, and the island spans min(time) to max(time) of its events.
+-- Algorithm (one sort): order the intervals of a partition by start. An interval opens a new merged interval
+-- (an "island") when it starts after every earlier interval has ended, i.e. after the running maximum of the
+-- earlier ends; otherwise it overlaps or touches the island in progress. Numbering the openings with a running
+-- sum gives each interval its island, which spans min(start) to max(end) of its intervals. This is the
+-- "+1 at each start, -1 at each end" count of open intervals (see interval_intersect) read differently: the
+-- count drops to 0 exactly where the running maximum of the ends lies before the next start.
 CREATE OR REPLACE MACRO interval_union(tbl) AS TABLE
 WITH
     -- The partition columns packed into one struct key, so any set of columns can partition.
@@ -18,30 +19,27 @@ WITH
         SELECT struct_pack(*COLUMNS(* EXCLUDE (start_ns, end_ns))) AS _key, start_ns, end_ns
         FROM query_table(tbl)
     ),
-    -- One event per boundary: +1 at a start, -1 at an end.
-    _events AS (
-        SELECT _key, start_ns AS t, 1 AS delta FROM _keyed
-        UNION ALL
-        SELECT _key, end_ns AS t, -1 AS delta FROM _keyed
-    ),
-    -- Number of intervals open after each event.
-    _depth AS (
+    -- The latest end among the intervals that sort before each one.
+    _reach AS (
         SELECT
             _key,
-            t,
-            delta,
-            sum(delta) OVER (PARTITION BY _key ORDER BY t, delta DESC ROWS UNBOUNDED PRECEDING) AS depth
-        FROM _events
+            start_ns,
+            end_ns,
+            max(end_ns) OVER (
+                PARTITION BY _key ORDER BY start_ns, end_ns ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+            ) AS reach_ns
+        FROM _keyed
     ),
-    -- Island number: how many 0 -> 1 openings happened up to this event.
+    -- Island number: how many intervals up to this one started after everything before them had ended.
     _islands AS (
         SELECT
             _key,
-            t,
-            sum(CASE WHEN delta = 1 AND depth = 1 THEN 1 ELSE 0 END)
-                OVER (PARTITION BY _key ORDER BY t, delta DESC, depth ROWS UNBOUNDED PRECEDING) AS island
-        FROM _depth
+            start_ns,
+            end_ns,
+            sum(CASE WHEN reach_ns IS NULL OR start_ns > reach_ns THEN 1 ELSE 0 END)
+                OVER (PARTITION BY _key ORDER BY start_ns, end_ns ROWS UNBOUNDED PRECEDING) AS island
+        FROM _reach
     )
-SELECT unnest(_key), min(t) AS start_ns, max(t) AS end_ns
+SELECT unnest(_key), min(start_ns) AS start_ns, max(end_ns) AS end_ns
 FROM _islands
 GROUP BY _key, island;
