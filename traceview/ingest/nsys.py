@@ -38,7 +38,7 @@ import pyarrow as pa
 from ..db import first_row
 from ..errors import BadInputError
 from . import IngestOptions, LoadedSource, Source, common
-from .nsys_report import export_command, export_report
+from .nsys_report import export_report
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
@@ -75,7 +75,7 @@ def load(con: duckdb.DuckDBPyConnection, source: Source, run_id: int, options: I
     first_anchor: int | None = None
     with tempfile.TemporaryDirectory(prefix="traceview-nsys-") as tmp:
         for order, path in enumerate(source.files):
-            with _opened(path, Path(tmp), options) as export:
+            with _opened(con, path, Path(tmp), options) as export:
                 session = _read_session(export)
                 if order == 0:
                     first_anchor = session.anchor_ns
@@ -101,11 +101,16 @@ def load(con: duckdb.DuckDBPyConnection, source: Source, run_id: int, options: I
 
 @dataclass(frozen=True)
 class Export:
-    """An open nsys SQLite export: the file named in messages, its ADBC connection, and its tables' columns."""
+    """An open export: the path named in messages, its tables' columns, and what runs queries on it.
+
+    SQLite exports are queried inside SQLite through ADBC (`sqlite`); Parquet exports (one file per table) are
+    queried by DuckDB itself (`duck`) through temporary views named after the tables. The SQL is the same.
+    """
 
     shown: Path
-    conn: Any
     columns: dict[str, frozenset[str]]
+    sqlite: Any = None
+    duck: duckdb.DuckDBPyConnection | None = None
 
     def has(self, table: str, column: str | None = None) -> bool:
         return table in self.columns and (column is None or column in self.columns[table])
@@ -115,37 +120,68 @@ class Export:
         return f'{alias}."{column}"' if self.has(table, column) else "NULL"
 
 
+# What reading a damaged export raises: from the ADBC driver, Arrow, or DuckDB reading Arrow or Parquet.
+READ_ERRORS = (adbc_driver_manager.Error, OSError, pa.ArrowException, duckdb.InvalidInputException, duckdb.IOException)
+NOT_AN_EXPORT = "give the .sqlite written by `nsys export --type sqlite` (or its --type parquetdir directory)"
+
+
 @contextmanager
-def _opened(path: Path, tmp: Path, options: IngestOptions) -> Iterator[Export]:
+def _opened(con: duckdb.DuckDBPyConnection, path: Path, tmp: Path, options: IngestOptions) -> Iterator[Export]:
     if path.is_dir():
-        raise BadInputError(
-            path,
-            "Nsight Systems Parquet exports are not supported yet",
-            f"export SQLite instead: {export_command(path.with_suffix('.nsys-rep'))}",
-        )
+        with _parquet_export(con, path) as export:
+            yield _checked(export)
+        return
     with open(path, "rb") as handle:
         head = handle.read(100)
     sqlite_path = path
     if not head.startswith(SQLITE_MAGIC):
         if not path.name.lower().endswith(REPORT_SUFFIXES):
-            raise BadInputError(path, "not an SQLite file", "give the .sqlite written by `nsys export --type sqlite`")
+            raise BadInputError(path, "not an SQLite file", NOT_AN_EXPORT)
         sqlite_path = export_report(path, tmp, options)
     else:
         _check_not_truncated(path, head)
     try:
         conn = sqlite_dbapi.connect(f"file:{sqlite_path}?mode=ro")
     except adbc_driver_manager.Error as error:
-        raise BadInputError(path, f"cannot open the SQLite file ({_first_line(error)})", "check the file") from error
+        raise BadInputError(path, f"cannot open the SQLite file ({_first_line(error)})", NOT_AN_EXPORT) from error
     with closing(conn):
-        export = Export(path, conn, _table_columns(conn, path))
-        if not any(export.has(t) for t in NSYS_TABLES):
-            raise BadInputError(
-                path,
-                "an SQLite database but not an Nsight Systems export (no NVTX_EVENTS, CUPTI_ACTIVITY_KIND_* or "
-                "META_DATA_EXPORT table)",
-                "give the .sqlite written by `nsys export --type sqlite`",
-            )
-        yield export
+        export = Export(path, {}, sqlite=conn)
+        tables = [r[0] for r in _rows(export, "SELECT name FROM sqlite_master WHERE type = 'table'")]
+        columns = {
+            t: frozenset(r[0] for r in _rows(export, f"SELECT name FROM pragma_table_info('{t}')"))
+            for t in tables
+            if re.fullmatch(r"\w+", t)
+        }
+        yield _checked(Export(path, columns, sqlite=conn))
+
+
+@contextmanager
+def _parquet_export(con: duckdb.DuckDBPyConnection, path: Path) -> Iterator[Export]:
+    """A `nsys export --type parquetdir` directory: one temporary view per TABLE.parquet, dropped afterwards."""
+    files = {f.stem: f for f in sorted(path.glob("*.parquet")) if re.fullmatch(r"\w+", f.stem)}
+    columns = {}
+    try:
+        try:
+            for table, file in files.items():
+                quoted = str(file).replace("'", "''")
+                con.execute(f"CREATE OR REPLACE TEMP VIEW {table} AS SELECT * FROM read_parquet('{quoted}')")
+                columns[table] = frozenset(r[0] for r in con.execute(f"DESCRIBE {table}").fetchall())
+        except duckdb.Error as error:
+            raise _damaged(path, error) from error
+        yield Export(path, columns, duck=con)
+    finally:
+        for table in files:
+            con.execute(f"DROP VIEW IF EXISTS {table}")
+
+
+def _checked(export: Export) -> Export:
+    if not any(export.has(t) for t in NSYS_TABLES):
+        raise BadInputError(
+            export.shown,
+            "not an Nsight Systems export (no NVTX_EVENTS, CUPTI_ACTIVITY_KIND_* or META_DATA_EXPORT table)",
+            NOT_AN_EXPORT,
+        )
+    return export
 
 
 def _check_not_truncated(path: Path, head: bytes) -> None:
@@ -161,30 +197,23 @@ def _check_not_truncated(path: Path, head: bytes) -> None:
         )
 
 
-def _table_columns(conn: Any, path: Path) -> dict[str, frozenset[str]]:
-    tables = [r[0] for r in _rows(conn, path, "SELECT name FROM sqlite_master WHERE type = 'table'")]
-    return {
-        t: frozenset(r[0] for r in _rows(conn, path, f"SELECT name FROM pragma_table_info('{t}')"))
-        for t in tables
-        if re.fullmatch(r"\w+", t)
-    }
-
-
-def _rows(conn: Any, path: Path, sql: str) -> list[tuple[Any, ...]]:
+def _rows(export: Export, sql: str) -> list[tuple[Any, ...]]:
     """A small query's rows (metadata, counts): read whole."""
     try:
-        with closing(conn.cursor()) as cursor:
+        if export.duck is not None:
+            return export.duck.execute(sql).fetchall()
+        with closing(export.sqlite.cursor()) as cursor:
             cursor.execute(sql)
             return list(cursor.fetchall())
-    except (adbc_driver_manager.Error, OSError, pa.ArrowException) as error:
-        raise _damaged(path, error) from error
+    except READ_ERRORS as error:
+        raise _damaged(export.shown, error) from error
 
 
 def _damaged(path: Path, error: Exception) -> BadInputError:
     return BadInputError(
         path,
-        f"the SQLite export cannot be read ({_first_line(error)})",
-        "the file is damaged or incomplete; export the report again with `nsys export --type sqlite`",
+        f"the export cannot be read ({_first_line(error)})",
+        "the file is damaged or incomplete; export the report again with `nsys export`",
     )
 
 
@@ -216,7 +245,7 @@ def _read_session(export: Export) -> Session:
     if meta_table:
         names = ", ".join(f"'{w}'" for w in wanted)
         sql = f"SELECT name, value FROM {meta_table} WHERE name IN ({names})"
-        meta = {str(n): str(v) for n, v in _rows(export.conn, export.shown, sql)}
+        meta = {str(n): str(v) for n, v in _rows(export, sql)}
     product, schema = meta.get("EXPORT_PRODUCT_VERSION"), meta.get("EXPORT_SCHEMA_VERSION")
     version_text = f"nsys {product or 'unknown version'}, SQLite export schema {schema or 'unknown'}"
     warnings = []
@@ -229,19 +258,17 @@ def _read_session(export: Export) -> Session:
     anchor = None
     if export.has("TARGET_INFO_SESSION_START_TIME", "utcEpochNs"):
         clock = "0" if normalised else "systemClockNs"
-        row = first_row(
-            _rows(export.conn, export.shown, f"SELECT utcEpochNs - {clock} FROM TARGET_INFO_SESSION_START_TIME")
-        )
+        row = first_row(_rows(export, f"SELECT utcEpochNs - {clock} FROM TARGET_INFO_SESSION_START_TIME"))
         anchor = int(row[0]) if row and row[0] is not None else None
     end = None
     if export.has("ANALYSIS_DETAILS", "stopTime"):
         column = "duration" if normalised else "stopTime"
-        row = first_row(_rows(export.conn, export.shown, f"SELECT max({column}) FROM ANALYSIS_DETAILS"))
+        row = first_row(_rows(export, f"SELECT max({column}) FROM ANALYSIS_DETAILS"))
         end = int(row[0]) if row and row[0] is not None else None
     hostname = None
     if export.has("TARGET_INFO_SYSTEM_ENV", "name"):
         sql = "SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'Hostname' LIMIT 1"
-        row = first_row(_rows(export.conn, export.shown, sql))
+        row = first_row(_rows(export, sql))
         hostname = str(row[0]) if row and row[0] else None
     return Session(version_text, schema, anchor, end, hostname, tuple(warnings))
 
@@ -260,20 +287,22 @@ def _stage(con: duckdb.DuckDBPyConnection, export: Export, table: str, parts: li
     """
     probe = ", ".join(("0" if kind == "i" else "''") + f" AS {name}" for name, kind in columns.items())
     sql = " UNION ALL ".join([f"SELECT 1 AS _probe, {probe}"] + [f"SELECT 0, {part}" for part in parts])
+    typed = ", ".join(f"{name}::{'BIGINT' if kind == 'i' else 'VARCHAR'} AS {name}" for name, kind in columns.items())
+    create = f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT {typed} FROM {{}} WHERE _probe = 0"
     try:
-        with closing(export.conn.cursor()) as cursor:
+        if export.duck is not None:
+            con.execute(create.format(f"({sql})"))
+            return
+        with closing(export.sqlite.cursor()) as cursor:
             cursor.execute(sql)
             con.register("_nsys_stream", cursor.fetch_record_batch())
             try:
-                con.execute(
-                    f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT * EXCLUDE (_probe) FROM _nsys_stream "
-                    "WHERE _probe = 0"
-                )
+                con.execute(create.format("_nsys_stream"))
             finally:
                 con.unregister("_nsys_stream")
     except adbc_driver_manager.ProgrammingError:
         raise
-    except (adbc_driver_manager.Error, OSError, pa.ArrowException, duckdb.InvalidInputException) as error:
+    except READ_ERRORS as error:
         raise _damaged(export.shown, error) from error
 
 
@@ -363,7 +392,7 @@ def _device_names(export: Export) -> dict[int, str]:
     else:
         return {}
     names: dict[int, str] = {}
-    for device, name in _rows(export.conn, export.shown, sql):
+    for device, name in _rows(export, sql):
         if device is not None and name:
             names.setdefault(int(device), str(name))
     return names
@@ -591,7 +620,7 @@ def _record_stats(con: duckdb.DuckDBPyConnection, export: Export, session: Sessi
     nvtx_types: dict[int, int] = {}
     if export.has(NVTX):
         sql = f"SELECT eventType, count(*) FROM {NVTX} GROUP BY eventType"
-        nvtx_types = {int(t): int(n) for t, n in _rows(export.conn, export.shown, sql)}
+        nvtx_types = {int(t): int(n) for t, n in _rows(export, sql)}
     counts[NVTX] = sum(nvtx_types.values())
     for table, n in counts.items():
         if export.has(table):
@@ -632,11 +661,11 @@ def _record_graph_stats(export: Export, stat: Any) -> None:
         None,
     )
     if node_table:
-        n = _rows(export.conn, export.shown, f"SELECT count(*) FROM {node_table}")[0][0]
+        n = _rows(export, f"SELECT count(*) FROM {node_table}")[0][0]
         stat("graph_node_events", "info", n, f"CUDA graph node creations and clones ({node_table})")
     replays = 0
     if export.has(GRAPH_TRACE):
-        replays = _rows(export.conn, export.shown, f"SELECT count(*) FROM {GRAPH_TRACE}")[0][0]
+        replays = _rows(export, f"SELECT count(*) FROM {GRAPH_TRACE}")[0][0]
     if replays:
         stat("graph_replays_without_kernels", "data_loss", replays, "CUDA graph replays traced as whole graphs")
         stat(

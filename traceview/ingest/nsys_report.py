@@ -20,7 +20,7 @@ from ..errors import ToolMissingError
 from . import IngestOptions
 
 VERSION = re.compile(r"(20\d\d)\.(\d+)\.(\d+)(?:\.(\d+))?")
-REPORT_VERSION = re.compile(rb"(20\d\d\.\d+\.\d+\.\d+)-[0-9a-f]{6,}")
+REPORT_VERSION = re.compile(rb"(?<![\d.])(20\d\d\.\d+\.\d+\.\d+)(?![\d.])")
 REPORT_SCAN_BYTES = 1 << 20
 
 
