@@ -24,31 +24,29 @@ from __future__ import annotations
 
 import re
 import tempfile
-from collections.abc import Iterator
-from contextlib import closing, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import adbc_driver_manager
-import adbc_driver_sqlite.dbapi as sqlite_dbapi
 import duckdb
-import pyarrow as pa
 
 from ..db import first_row
-from ..errors import BadInputError
 from . import IngestOptions, LoadedSource, Source, common
-from .nsys_report import export_report
+from .nsys_export import (
+    DRIVER,
+    EXPORT_META,
+    GRAPH_TRACE,
+    KERNEL,
+    MEMCPY,
+    MEMSET,
+    NVTX,
+    RUNTIME,
+    Export,
+    open_export,
+    rows,
+    stage,
+)
 
-SQLITE_MAGIC = b"SQLite format 3\x00"
-REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
-KERNEL, MEMCPY, MEMSET = "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"
-RUNTIME, DRIVER = "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER"
-NVTX = "NVTX_EVENTS"
-GRAPH_TRACE = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"  # --cuda-graph-trace=graph: one row per replay, no kernels
-EXPORT_META = ("META_DATA_EXPORT", "EXPORT_META_DATA")
-# Tables whose presence marks a file as an nsys export; any of them may be absent from a lazy export.
-NSYS_TABLES = (*EXPORT_META, KERNEL, MEMCPY, MEMSET, RUNTIME, NVTX, "StringIds", "TARGET_INFO_SESSION_START_TIME")
 READ_TABLES = (KERNEL, MEMCPY, MEMSET, RUNTIME, NVTX, "StringIds", "ThreadNames", "PROCESSES")
 
 # ENUM_NSYS_EVENT_TYPE ids (the same from 2022.4 to 2026.2).
@@ -75,7 +73,7 @@ def load(con: duckdb.DuckDBPyConnection, source: Source, run_id: int, options: I
     first_anchor: int | None = None
     with tempfile.TemporaryDirectory(prefix="traceview-nsys-") as tmp:
         for order, path in enumerate(source.files):
-            with _opened(con, path, Path(tmp), options) as export:
+            with open_export(con, path, Path(tmp), options) as export:
                 session = _read_session(export)
                 if order == 0:
                     first_anchor = session.anchor_ns
@@ -93,132 +91,6 @@ def load(con: duckdb.DuckDBPyConnection, source: Source, run_id: int, options: I
         clock_anchor_ns=first_anchor,
         warnings=tuple(warnings),
     )
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Opening an export (exporting a report first)
-
-
-@dataclass(frozen=True)
-class Export:
-    """An open export: the path named in messages, its tables' columns, and what runs queries on it.
-
-    SQLite exports are queried inside SQLite through ADBC (`sqlite`); Parquet exports (one file per table) are
-    queried by DuckDB itself (`duck`) through temporary views named after the tables. The SQL is the same.
-    """
-
-    shown: Path
-    columns: dict[str, frozenset[str]]
-    sqlite: Any = None
-    duck: duckdb.DuckDBPyConnection | None = None
-
-    def has(self, table: str, column: str | None = None) -> bool:
-        return table in self.columns and (column is None or column in self.columns[table])
-
-    def col(self, table: str, alias: str, column: str) -> str:
-        """`alias.column` when the table has that column (older exports lack some), else NULL."""
-        return f'{alias}."{column}"' if self.has(table, column) else "NULL"
-
-
-# What reading a damaged export raises: from the ADBC driver, Arrow, or DuckDB reading Arrow or Parquet.
-READ_ERRORS = (adbc_driver_manager.Error, OSError, pa.ArrowException, duckdb.InvalidInputException, duckdb.IOException)
-NOT_AN_EXPORT = "give the .sqlite written by `nsys export --type sqlite` (or its --type parquetdir directory)"
-
-
-@contextmanager
-def _opened(con: duckdb.DuckDBPyConnection, path: Path, tmp: Path, options: IngestOptions) -> Iterator[Export]:
-    if path.is_dir():
-        with _parquet_export(con, path) as export:
-            yield _checked(export)
-        return
-    with open(path, "rb") as handle:
-        head = handle.read(100)
-    sqlite_path = path
-    if not head.startswith(SQLITE_MAGIC):
-        if not path.name.lower().endswith(REPORT_SUFFIXES):
-            raise BadInputError(path, "not an SQLite file", NOT_AN_EXPORT)
-        sqlite_path = export_report(path, tmp, options)
-    else:
-        _check_not_truncated(path, head)
-    try:
-        conn = sqlite_dbapi.connect(f"file:{sqlite_path}?mode=ro")
-    except adbc_driver_manager.Error as error:
-        raise BadInputError(path, f"cannot open the SQLite file ({_first_line(error)})", NOT_AN_EXPORT) from error
-    with closing(conn):
-        export = Export(path, {}, sqlite=conn)
-        tables = [r[0] for r in _rows(export, "SELECT name FROM sqlite_master WHERE type = 'table'")]
-        columns = {
-            t: frozenset(r[0] for r in _rows(export, f"SELECT name FROM pragma_table_info('{t}')"))
-            for t in tables
-            if re.fullmatch(r"\w+", t)
-        }
-        yield _checked(Export(path, columns, sqlite=conn))
-
-
-@contextmanager
-def _parquet_export(con: duckdb.DuckDBPyConnection, path: Path) -> Iterator[Export]:
-    """A `nsys export --type parquetdir` directory: one temporary view per TABLE.parquet, dropped afterwards."""
-    files = {f.stem: f for f in sorted(path.glob("*.parquet")) if re.fullmatch(r"\w+", f.stem)}
-    columns = {}
-    try:
-        try:
-            for table, file in files.items():
-                quoted = str(file).replace("'", "''")
-                con.execute(f"CREATE OR REPLACE TEMP VIEW {table} AS SELECT * FROM read_parquet('{quoted}')")
-                columns[table] = frozenset(r[0] for r in con.execute(f"DESCRIBE {table}").fetchall())
-        except duckdb.Error as error:
-            raise _damaged(path, error) from error
-        yield Export(path, columns, duck=con)
-    finally:
-        for table in files:
-            con.execute(f"DROP VIEW IF EXISTS {table}")
-
-
-def _checked(export: Export) -> Export:
-    if not any(export.has(t) for t in NSYS_TABLES):
-        raise BadInputError(
-            export.shown,
-            "not an Nsight Systems export (no NVTX_EVENTS, CUPTI_ACTIVITY_KIND_* or META_DATA_EXPORT table)",
-            NOT_AN_EXPORT,
-        )
-    return export
-
-
-def _check_not_truncated(path: Path, head: bytes) -> None:
-    """The SQLite header gives page size and page count: a shorter file lost its end."""
-    page_size = int.from_bytes(head[16:18], "big")
-    page_size = 65536 if page_size == 1 else page_size
-    pages = int.from_bytes(head[28:32], "big")
-    if len(head) < 100 or path.stat().st_size < page_size * pages:
-        raise BadInputError(
-            path,
-            f"the SQLite file is truncated ({path.stat().st_size} of {page_size * pages} bytes)",
-            "copy it again, or export the report again with `nsys export --type sqlite`",
-        )
-
-
-def _rows(export: Export, sql: str) -> list[tuple[Any, ...]]:
-    """A small query's rows (metadata, counts): read whole."""
-    try:
-        if export.duck is not None:
-            return export.duck.execute(sql).fetchall()
-        with closing(export.sqlite.cursor()) as cursor:
-            cursor.execute(sql)
-            return list(cursor.fetchall())
-    except READ_ERRORS as error:
-        raise _damaged(export.shown, error) from error
-
-
-def _damaged(path: Path, error: Exception) -> BadInputError:
-    return BadInputError(
-        path,
-        f"the export cannot be read ({_first_line(error)})",
-        "the file is damaged or incomplete; export the report again with `nsys export`",
-    )
-
-
-def _first_line(error: Exception) -> str:
-    return (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -245,7 +117,7 @@ def _read_session(export: Export) -> Session:
     if meta_table:
         names = ", ".join(f"'{w}'" for w in wanted)
         sql = f"SELECT name, value FROM {meta_table} WHERE name IN ({names})"
-        meta = {str(n): str(v) for n, v in _rows(export, sql)}
+        meta = {str(n): str(v) for n, v in rows(export, sql)}
     product, schema = meta.get("EXPORT_PRODUCT_VERSION"), meta.get("EXPORT_SCHEMA_VERSION")
     version_text = f"nsys {product or 'unknown version'}, SQLite export schema {schema or 'unknown'}"
     warnings = []
@@ -258,17 +130,17 @@ def _read_session(export: Export) -> Session:
     anchor = None
     if export.has("TARGET_INFO_SESSION_START_TIME", "utcEpochNs"):
         clock = "0" if normalised else "systemClockNs"
-        row = first_row(_rows(export, f"SELECT utcEpochNs - {clock} FROM TARGET_INFO_SESSION_START_TIME"))
+        row = first_row(rows(export, f"SELECT utcEpochNs - {clock} FROM TARGET_INFO_SESSION_START_TIME"))
         anchor = int(row[0]) if row and row[0] is not None else None
     end = None
     if export.has("ANALYSIS_DETAILS", "stopTime"):
         column = "duration" if normalised else "stopTime"
-        row = first_row(_rows(export, f"SELECT max({column}) FROM ANALYSIS_DETAILS"))
+        row = first_row(rows(export, f"SELECT max({column}) FROM ANALYSIS_DETAILS"))
         end = int(row[0]) if row and row[0] is not None else None
     hostname = None
     if export.has("TARGET_INFO_SYSTEM_ENV", "name"):
         sql = "SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'Hostname' LIMIT 1"
-        row = first_row(_rows(export, sql))
+        row = first_row(rows(export, sql))
         hostname = str(row[0]) if row and row[0] else None
     return Session(version_text, schema, anchor, end, hostname, tuple(warnings))
 
@@ -277,36 +149,6 @@ def _read_session(export: Export) -> Session:
 # Staging: SQLite queries streamed into DuckDB temp tables
 
 
-def _stage(con: duckdb.DuckDBPyConnection, export: Export, table: str, parts: list[str], columns: Columns) -> None:
-    """Run the SQLite queries `parts` (each `expressions FROM ...`, in the order of `columns`) and stream their rows
-    into DuckDB temp table `table`.
-
-    `columns` maps each output column to i (integer) or t (text). The ADBC driver types a column from its first
-    rows, so a text column that starts with NULLs would be typed int64 and fail at its first string: a first probe
-    row of typed literals fixes every column's type (and its name), and is dropped on the DuckDB side.
-    """
-    probe = ", ".join(("0" if kind == "i" else "''") + f" AS {name}" for name, kind in columns.items())
-    sql = " UNION ALL ".join([f"SELECT 1 AS _probe, {probe}"] + [f"SELECT 0, {part}" for part in parts])
-    typed = ", ".join(f"{name}::{'BIGINT' if kind == 'i' else 'VARCHAR'} AS {name}" for name, kind in columns.items())
-    create = f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT {typed} FROM {{}} WHERE _probe = 0"
-    try:
-        if export.duck is not None:
-            con.execute(create.format(f"({sql})"))
-            return
-        with closing(export.sqlite.cursor()) as cursor:
-            cursor.execute(sql)
-            con.register("_nsys_stream", cursor.fetch_record_batch())
-            try:
-                con.execute(create.format("_nsys_stream"))
-            finally:
-                con.unregister("_nsys_stream")
-    except adbc_driver_manager.ProgrammingError:
-        raise
-    except READ_ERRORS as error:
-        raise _damaged(export.shown, error) from error
-
-
-Columns = dict[str, str]
 LAUNCH_COLUMNS = {"global_tid": "i", "start_ns": "i", "end_ns": "i", "name": "t", "event_class": "i"}
 LAUNCH_COLUMNS |= {"correlation_id": "i"}
 GPU_COLUMNS = dict.fromkeys(["global_pid", "device_id", "stream_id", "start_ns", "end_ns", "correlation_id"], "i")
@@ -338,7 +180,7 @@ def _stage_gpu(con: duckdb.DuckDBPyConnection, export: Export) -> None:
             f"NULL, NULL, NULL, NULL, NULL, NULL, x.bytes, NULL, {export.col(MEMSET, 'x', 'memKind')}, NULL "
             f"FROM {MEMSET} x"
         )
-    _stage(con, export, "_ngpu", parts, GPU_COLUMNS)
+    stage(con, export, "_ngpu", parts, GPU_COLUMNS)
 
 
 def _string(export: Export, id_sql: str, fallback: str) -> str:
@@ -356,7 +198,7 @@ def _stage_launches(con: duckdb.DuckDBPyConnection, export: Export) -> None:
         for table in (RUNTIME, DRIVER)
         if export.has(table, "nameId")
     ]
-    _stage(con, export, "_nlaunch", parts, LAUNCH_COLUMNS)
+    stage(con, export, "_nlaunch", parts, LAUNCH_COLUMNS)
 
 
 def _stage_nvtx(con: duckdb.DuckDBPyConnection, export: Export) -> None:
@@ -370,7 +212,7 @@ def _stage_nvtx(con: duckdb.DuckDBPyConnection, export: Export) -> None:
             f'x.globalTid, x.start, x."end", x.eventType, coalesce(x.text, {text}), '
             f"{export.col(NVTX, 'x', 'domainId')} FROM {NVTX} x WHERE x.eventType IN ({kept})"
         )
-    _stage(con, export, "_nnvtx", parts, columns)
+    stage(con, export, "_nnvtx", parts, columns)
 
 
 def _stage_names(con: duckdb.DuckDBPyConnection, export: Export) -> None:
@@ -378,9 +220,9 @@ def _stage_names(con: duckdb.DuckDBPyConnection, export: Export) -> None:
     threads = []
     if export.has("ThreadNames", "nameId"):
         threads.append(f"x.globalTid, {_string(export, 'x.nameId', 'NULL')} FROM ThreadNames x")
-    _stage(con, export, "_nthread", threads, {"global_tid": "i", "name": "t"})
+    stage(con, export, "_nthread", threads, {"global_tid": "i", "name": "t"})
     processes = ["globalPid, name FROM PROCESSES"] if export.has("PROCESSES", "globalPid") else []
-    _stage(con, export, "_nprocess", processes, {"global_pid": "i", "name": "t"})
+    stage(con, export, "_nprocess", processes, {"global_pid": "i", "name": "t"})
 
 
 def _device_names(export: Export) -> dict[int, str]:
@@ -392,7 +234,7 @@ def _device_names(export: Export) -> dict[int, str]:
     else:
         return {}
     names: dict[int, str] = {}
-    for device, name in _rows(export, sql):
+    for device, name in rows(export, sql):
         if device is not None and name:
             names.setdefault(int(device), str(name))
     return names
@@ -406,10 +248,10 @@ def _load_export(
     con: duckdb.DuckDBPyConnection, export: Export, session: Session, run_id: int, shift: int, options: IngestOptions
 ) -> None:
     stages = (_stage_gpu, _stage_launches, _stage_nvtx, _stage_names)
-    for done, stage in enumerate(stages):
+    for done, read in enumerate(stages):
         if options.progress:
             options.progress(f"reading {export.shown.name}", done, len(stages))
-        stage(con, export)
+        read(con, export)
     _close_open_ranges(con, session)
     ranks = _assign_ranks(con, run_id)
     params = {"run": run_id, "shift": shift}
@@ -620,7 +462,7 @@ def _record_stats(con: duckdb.DuckDBPyConnection, export: Export, session: Sessi
     nvtx_types: dict[int, int] = {}
     if export.has(NVTX):
         sql = f"SELECT eventType, count(*) FROM {NVTX} GROUP BY eventType"
-        nvtx_types = {int(t): int(n) for t, n in _rows(export, sql)}
+        nvtx_types = {int(t): int(n) for t, n in rows(export, sql)}
     counts[NVTX] = sum(nvtx_types.values())
     for table, n in counts.items():
         if export.has(table):
@@ -661,11 +503,11 @@ def _record_graph_stats(export: Export, stat: Any) -> None:
         None,
     )
     if node_table:
-        n = _rows(export, f"SELECT count(*) FROM {node_table}")[0][0]
+        n = rows(export, f"SELECT count(*) FROM {node_table}")[0][0]
         stat("graph_node_events", "info", n, f"CUDA graph node creations and clones ({node_table})")
     replays = 0
     if export.has(GRAPH_TRACE):
-        replays = _rows(export, f"SELECT count(*) FROM {GRAPH_TRACE}")[0][0]
+        replays = rows(export, f"SELECT count(*) FROM {GRAPH_TRACE}")[0][0]
     if replays:
         stat("graph_replays_without_kernels", "data_loss", replays, "CUDA graph replays traced as whole graphs")
         stat(

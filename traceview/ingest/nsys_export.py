@@ -1,0 +1,287 @@
+"""Nsight Systems exports, opened for reading: SQLite files, Parquet directories and reports.
+
+`open_export` gives an `Export` whatever the input: an SQLite export (`nsys export --type sqlite`) is queried inside
+SQLite through the ADBC driver; a Parquet export (`--type parquetdir`, one TABLE.parquet per table) through DuckDB views
+named after its tables, with the same SQL; a report (.nsys-rep, .qdrep: a private format) is first exported to SQLite
+by the user's own nsys (--nsys, else $NSYS, else PATH) in a directory the caller owns, after checking that this nsys
+is at least as new as the one that wrote the report (reports name it in their section directory, near the end).
+`stage` streams a query's rows into a DuckDB temp table as Arrow record batches; `rows` reads small results whole.
+
+Errors: BadInputError for files that are not exports, truncated or damaged; ToolMissingError, in one line with the
+exact `nsys export` command to run elsewhere, when nsys is missing, too old or fails.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import adbc_driver_manager
+import adbc_driver_sqlite.dbapi as sqlite_dbapi
+import duckdb
+import pyarrow as pa
+
+from ..errors import BadInputError, ToolMissingError
+from . import IngestOptions
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
+KERNEL, MEMCPY, MEMSET = "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"
+RUNTIME, DRIVER = "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER"
+NVTX = "NVTX_EVENTS"
+GRAPH_TRACE = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"  # --cuda-graph-trace=graph: one row per replay, no kernels
+EXPORT_META = ("META_DATA_EXPORT", "EXPORT_META_DATA")
+# Tables whose presence marks a file as an nsys export; any of them may be absent from a lazy export.
+NSYS_TABLES = (*EXPORT_META, KERNEL, MEMCPY, MEMSET, RUNTIME, NVTX, "StringIds", "TARGET_INFO_SESSION_START_TIME")
+VERSION = re.compile(r"(20\d\d)\.(\d+)\.(\d+)(?:\.(\d+))?")
+REPORT_VERSION = re.compile(rb"(?<![\d.])(20\d\d\.\d+\.\d+\.\d+)(?![\d.])")
+REPORT_SCAN_BYTES = 1 << 20
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Opening an export (exporting a report first)
+
+
+@dataclass(frozen=True)
+class Export:
+    """An open export: the path named in messages, its tables' columns, and what runs queries on it.
+
+    SQLite exports are queried inside SQLite through ADBC (`sqlite`); Parquet exports (one file per table) are
+    queried by DuckDB itself (`duck`) through temporary views named after the tables. The SQL is the same.
+    """
+
+    shown: Path
+    columns: dict[str, frozenset[str]]
+    sqlite: Any = None
+    duck: duckdb.DuckDBPyConnection | None = None
+
+    def has(self, table: str, column: str | None = None) -> bool:
+        return table in self.columns and (column is None or column in self.columns[table])
+
+    def col(self, table: str, alias: str, column: str) -> str:
+        """`alias.column` when the table has that column (older exports lack some), else NULL."""
+        return f'{alias}."{column}"' if self.has(table, column) else "NULL"
+
+
+# What reading a damaged export raises: from the ADBC driver, Arrow, or DuckDB reading Arrow or Parquet.
+READ_ERRORS = (adbc_driver_manager.Error, OSError, pa.ArrowException, duckdb.InvalidInputException, duckdb.IOException)
+NOT_AN_EXPORT = "give the .sqlite written by `nsys export --type sqlite` (or its --type parquetdir directory)"
+
+
+@contextmanager
+def open_export(con: duckdb.DuckDBPyConnection, path: Path, tmp: Path, options: IngestOptions) -> Iterator[Export]:
+    if path.is_dir():
+        with _parquet_export(con, path) as export:
+            yield _checked(export)
+        return
+    with open(path, "rb") as handle:
+        head = handle.read(100)
+    sqlite_path = path
+    if not head.startswith(SQLITE_MAGIC):
+        if not path.name.lower().endswith(REPORT_SUFFIXES):
+            raise BadInputError(path, "not an SQLite file", NOT_AN_EXPORT)
+        sqlite_path = export_report(path, tmp, options)
+    else:
+        _check_not_truncated(path, head)
+    try:
+        conn = sqlite_dbapi.connect(f"file:{sqlite_path}?mode=ro")
+    except adbc_driver_manager.Error as error:
+        raise BadInputError(path, f"cannot open the SQLite file ({_first_line(error)})", NOT_AN_EXPORT) from error
+    with closing(conn):
+        export = Export(path, {}, sqlite=conn)
+        tables = [r[0] for r in rows(export, "SELECT name FROM sqlite_master WHERE type = 'table'")]
+        columns = {
+            t: frozenset(r[0] for r in rows(export, f"SELECT name FROM pragma_table_info('{t}')"))
+            for t in tables
+            if re.fullmatch(r"\w+", t)
+        }
+        yield _checked(Export(path, columns, sqlite=conn))
+
+
+@contextmanager
+def _parquet_export(con: duckdb.DuckDBPyConnection, path: Path) -> Iterator[Export]:
+    """A `nsys export --type parquetdir` directory: one temporary view per TABLE.parquet, dropped afterwards."""
+    files = {f.stem: f for f in sorted(path.glob("*.parquet")) if re.fullmatch(r"\w+", f.stem)}
+    columns = {}
+    try:
+        try:
+            for table, file in files.items():
+                quoted = str(file).replace("'", "''")
+                con.execute(f"CREATE OR REPLACE TEMP VIEW {table} AS SELECT * FROM read_parquet('{quoted}')")
+                columns[table] = frozenset(r[0] for r in con.execute(f"DESCRIBE {table}").fetchall())
+        except duckdb.Error as error:
+            raise _damaged(path, error) from error
+        yield Export(path, columns, duck=con)
+    finally:
+        for table in files:
+            con.execute(f"DROP VIEW IF EXISTS {table}")
+
+
+def _checked(export: Export) -> Export:
+    if not any(export.has(t) for t in NSYS_TABLES):
+        raise BadInputError(
+            export.shown,
+            "not an Nsight Systems export (no NVTX_EVENTS, CUPTI_ACTIVITY_KIND_* or META_DATA_EXPORT table)",
+            NOT_AN_EXPORT,
+        )
+    return export
+
+
+def _check_not_truncated(path: Path, head: bytes) -> None:
+    """The SQLite header gives page size and page count: a shorter file lost its end."""
+    page_size = int.from_bytes(head[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(head[28:32], "big")
+    if len(head) < 100 or path.stat().st_size < page_size * pages:
+        raise BadInputError(
+            path,
+            f"the SQLite file is truncated ({path.stat().st_size} of {page_size * pages} bytes)",
+            "copy it again, or export the report again with `nsys export --type sqlite`",
+        )
+
+
+def rows(export: Export, sql: str) -> list[tuple[Any, ...]]:
+    """A small query's rows (metadata, counts): read whole."""
+    try:
+        if export.duck is not None:
+            return export.duck.execute(sql).fetchall()
+        with closing(export.sqlite.cursor()) as cursor:
+            cursor.execute(sql)
+            return list(cursor.fetchall())
+    except READ_ERRORS as error:
+        raise _damaged(export.shown, error) from error
+
+
+def _damaged(path: Path, error: Exception) -> BadInputError:
+    return BadInputError(
+        path,
+        f"the export cannot be read ({_first_line(error)})",
+        "the file is damaged or incomplete; export the report again with `nsys export`",
+    )
+
+
+def _first_line(error: Exception) -> str:
+    return (str(error).strip().splitlines() or [type(error).__name__])[0][:200]
+
+
+def stage(
+    con: duckdb.DuckDBPyConnection, export: Export, table: str, parts: list[str], columns: dict[str, str]
+) -> None:
+    """Run the SQLite queries `parts` (each `expressions FROM ...`, in the order of `columns`) and stream their rows
+    into DuckDB temp table `table`.
+
+    `columns` maps each output column to i (integer) or t (text). The ADBC driver types a column from its first
+    rows, so a text column that starts with NULLs would be typed int64 and fail at its first string: a first probe
+    row of typed literals fixes every column's type (and its name), and is dropped on the DuckDB side.
+    """
+    probe = ", ".join(("0" if kind == "i" else "''") + f" AS {name}" for name, kind in columns.items())
+    sql = " UNION ALL ".join([f"SELECT 1 AS _probe, {probe}"] + [f"SELECT 0, {part}" for part in parts])
+    typed = ", ".join(f"{name}::{'BIGINT' if kind == 'i' else 'VARCHAR'} AS {name}" for name, kind in columns.items())
+    create = f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT {typed} FROM {{}} WHERE _probe = 0"
+    try:
+        if export.duck is not None:
+            con.execute(create.format(f"({sql})"))
+            return
+        with closing(export.sqlite.cursor()) as cursor:
+            cursor.execute(sql)
+            con.register("_nsys_stream", cursor.fetch_record_batch())
+            try:
+                con.execute(create.format("_nsys_stream"))
+            finally:
+                con.unregister("_nsys_stream")
+    except adbc_driver_manager.ProgrammingError:
+        raise
+    except READ_ERRORS as error:
+        raise _damaged(export.shown, error) from error
+
+
+# ---------------------------------------------------------------------------------------------------------
+# .nsys-rep reports: exported by the user's own nsys
+
+
+def export_report(report: Path, tmp: Path, options: IngestOptions) -> Path:
+    """Export `report` to tmp/<name>.sqlite with the user's nsys; ToolMissingError when it is missing or too old."""
+    writer = report_writer_version(report)
+    needs = f"Nsight Systems {writer} or newer" if writer else "Nsight Systems"
+    nsys = find_nsys(options)
+    if nsys is None:
+        raise ToolMissingError(
+            report,
+            "reading an .nsys-rep report needs nsys, which is not installed (not on PATH, no --nsys, no $NSYS)",
+            f"install {needs} and pass --nsys PATH, or run `{export_command(report)}` where it is and ingest the "
+            ".sqlite",
+        )
+    installed = nsys_version(nsys)
+    if installed is None:
+        raise ToolMissingError(
+            report,
+            f"{nsys} does not run as nsys (`nsys --version` failed)",
+            f"pass --nsys PATH of {needs}, or run `{export_command(report)}` where it is and ingest the .sqlite",
+        )
+    if writer and _version_tuple(installed) < _version_tuple(writer):
+        raise ToolMissingError(
+            report,
+            f"the report was written by nsys {writer} but {nsys} is version {installed}, which cannot read it",
+            f"pass --nsys PATH of {needs}, or run `{export_command(report)}` where it is and ingest the .sqlite",
+        )
+    out = tmp / (report.name.rsplit(".", 1)[0] + ".sqlite")
+    if options.progress:
+        options.progress(f"exporting {report.name} with nsys {installed}", 0, 0)
+    command = [nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "--output", str(out), str(report)]
+    done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace")
+    if done.returncode != 0 or not out.is_file():
+        said = (done.stderr.strip() or done.stdout.strip()).splitlines()
+        raise ToolMissingError(
+            report,
+            f"nsys {installed} could not export the report (exit {done.returncode}: {(said or ['no message'])[-1]})",
+            f"run `{export_command(report)}` with {needs} and ingest the .sqlite",
+        )
+    return out
+
+
+def find_nsys(options: IngestOptions) -> str | None:
+    """The nsys to use: --nsys, else $NSYS, else nsys on PATH; None when there is none."""
+    for given in (options.nsys, os.environ.get("NSYS")):
+        if given:
+            return shutil.which(given) or (given if Path(given).is_file() else None)
+    return shutil.which("nsys")
+
+
+def nsys_version(nsys: str) -> str | None:
+    """`nsys --version` as 2026.2.1.210, or None when it does not run."""
+    try:
+        done = subprocess.run([nsys, "--version"], capture_output=True, text=True, timeout=120, errors="replace")
+    except (OSError, subprocess.SubprocessError):
+        return None
+    match = VERSION.search(done.stdout + done.stderr)
+    return match.group(0) if match and done.returncode == 0 else None
+
+
+def report_writer_version(report: Path) -> str | None:
+    """Version of the nsys that wrote the report (as 2022.4.2.1), from the version strings near its start or end."""
+    size = report.stat().st_size
+    with open(report, "rb") as handle:
+        chunk = handle.read(REPORT_SCAN_BYTES)
+        if size > REPORT_SCAN_BYTES:
+            handle.seek(max(size - REPORT_SCAN_BYTES, REPORT_SCAN_BYTES))
+            chunk += handle.read()
+    found = [m.group(1).decode() for m in REPORT_VERSION.finditer(chunk)]
+    return max(found, key=found.count) if found else None
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    match = VERSION.search(version)
+    return tuple(int(p) for p in match.groups()[:3]) if match else ()
+
+
+def export_command(report: Path) -> str:
+    target = report.with_name(report.name.rsplit(".", 1)[0] + ".sqlite")
+    return f"nsys export --type sqlite --output {shlex.quote(str(target))} {shlex.quote(str(report))}"
