@@ -9,14 +9,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import duckdb
 
-from . import db, sqllib
+from . import db, plotdata, sqllib
 from . import diff as diff_stage
+from . import export as export_stage
 from .db import first_row
 from .errors import DatabaseError
 from .ingest import IngestOptions, default_label, delete_run, existing_run, load_run, resolve_source
+
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
+
+    from .report import RunInput
 
 
 @dataclass(frozen=True)
@@ -169,3 +176,112 @@ def diff(
             raise DatabaseError(a, "one database needs two run labels to compare", "pass --a LABEL --b LABEL")
         run_b = diff_stage.resolve_run(con_b, label_b, str(b if b is not None else a))
         return diff_stage.compare(run_a, run_b)
+
+
+# Pictures, report and export (issue 7): open the databases, pick the runs, hand over to plot/report/export.
+# plot and report are imported when used: matplotlib takes a third of a second to load.
+
+
+def figure(
+    database: str | Path,
+    kind: plotdata.Kind | str = plotdata.Kind.timeline,
+    other: str | Path | None = None,
+    run: str | None = None,
+    run_b: str | None = None,
+    step: int | None = None,
+    layers: tuple[int, int] | str | None = None,
+    rank: int | None = None,
+) -> Figure:
+    """A matplotlib Figure of one run (timeline, layers) or of two runs (diff: `other` or `run_b` is run B)."""
+    from . import plot as plot_stage
+
+    kind = plotdata.Kind(kind)
+    layer_range = plotdata.parse_layer_range(layers) if isinstance(layers, str) else layers
+    with connect(database) as con:
+        ref = diff_stage.resolve_run(con, run, str(database))
+        if kind is plotdata.Kind.timeline:
+            return plot_stage.timeline_figure(plotdata.timeline(ref, rank, step, layer_range))
+        if kind is plotdata.Kind.layers:
+            rows, scope = plotdata.layer_breakdown(ref, rank, step, layer_range)
+            return plot_stage.layers_figure(rows, ref.label, scope)
+        if other is None and run_b is None:
+            raise DatabaseError(database, "a diff needs two runs", "give a second database, or --run-b LABEL")
+        with connect(other if other is not None else database) as con_b:
+            ref_b = diff_stage.resolve_run(con_b, run_b, str(other if other is not None else database))
+            result = plotdata.layer_diff(ref, ref_b)
+        rows = [r for r in result.layers if layer_range is None or layer_range[0] <= r["layer"] <= layer_range[1]]
+        return plot_stage.diff_figure(rows, result.summary)
+
+
+def plot(
+    database: str | Path,
+    output: str | Path,
+    kind: plotdata.Kind | str = plotdata.Kind.timeline,
+    other: str | Path | None = None,
+    run: str | None = None,
+    run_b: str | None = None,
+    step: int | None = None,
+    layers: tuple[int, int] | str | None = None,
+    rank: int | None = None,
+) -> Path:
+    """Draw `figure(...)` into `output` (.png, .svg or .pdf)."""
+    from . import plot as plot_stage
+
+    plot_stage.image_format(output)
+    return plot_stage.save(figure(database, kind, other, run, run_b, step, layers, rank), output)
+
+
+def report(
+    database: str | Path,
+    output: str | Path,
+    other: str | Path | None = None,
+    run: str | None = None,
+    run_b: str | None = None,
+) -> Path:
+    """Write one self-contained HTML report of a run, or of two runs compared (`other` or `run_b` is run B)."""
+    from . import report as report_stage
+
+    output = Path(output)
+    with connect(database) as con:
+        a = _report_input(con, diff_stage.resolve_run(con, run, str(database)))
+        b = None
+        if other is not None or run_b is not None:
+            with connect(other if other is not None else database) as con_b:
+                b = _report_input(con_b, diff_stage.resolve_run(con_b, run_b, str(other or database)))
+                page = report_stage.build_html(a, b)
+        else:
+            page = report_stage.build_html(a)
+    tmp = output.with_name(f".{output.name}.tmp")
+    tmp.write_text(page, encoding="utf-8")
+    tmp.replace(output)
+    return output
+
+
+def _report_input(con: duckdb.DuckDBPyConnection, ref: diff_stage.RunRef) -> RunInput:
+    from .report import RunInput
+
+    summary = summarize(con, ref.run_id)
+    overview = {
+        "run": summary.label,
+        "backend": summary.backend,
+        "source": summary.source_path,
+        "devices": ", ".join(summary.device_names),
+        "ranks": summary.ranks,
+        "kernels": summary.kernels,
+        "memcpy": summary.memcpy,
+        "memset": summary.memset,
+        "steps": summary.steps,
+        "layers": summary.layers,
+        "span_ms": summary.span_ms,
+    }
+    losses = [row for row in data_loss(con) if row["run"] == ref.label]
+    return RunInput(ref, overview, losses)
+
+
+def export(
+    database: str | Path, output: str | Path, run: str | None = None, rank: int | None = None
+) -> export_stage.ExportStats:
+    """Write one run as Chrome-trace JSON for the Perfetto UI (.json, or .json.gz compressed)."""
+    with connect(database) as con:
+        ref = diff_stage.resolve_run(con, run, str(database))
+        return export_stage.write_chrome_trace(ref, output, rank)

@@ -147,6 +147,62 @@ def render_diff(result: diff_stage.Diff, fmt: Format) -> str:
     return "\n\n".join(parts)
 
 
+# --- pictures, report, export (issue 7) ---
+
+RunOpt = Annotated[str | None, typer.Option("--run", help="Label of the run (default: the first run).")]
+RunBOpt = Annotated[
+    str | None, typer.Option("--run-b", help="Label of run B (default: the first run of OTHER, or of DATABASE).")
+]
+
+
+@app.command()
+def plot(
+    database: DbArg,
+    other: Annotated[Path | None, typer.Argument(help="Second database, run B (for --kind diff).")] = None,
+    output: Annotated[Path, typer.Option("--output", "-o", help="Picture to write: .png, .svg or .pdf.")] = Path(
+        "traceview.png"
+    ),
+    kind: Annotated[api.plotdata.Kind, typer.Option(help="Which picture.")] = api.plotdata.Kind.timeline,
+    run: RunOpt = None,
+    run_b: RunBOpt = None,
+    step: Annotated[int | None, typer.Option(help="Step (default: the first steady-state step).")] = None,
+    layers: Annotated[str | None, typer.Option(help="Layer indices, e.g. 3-5.", metavar="FIRST-LAST")] = None,
+    rank: Annotated[int | None, typer.Option(help="Rank (default: the lowest; layers: all ranks).")] = None,
+) -> None:
+    """Draw a picture: one step's timeline, a stacked bar per layer, or two runs side by side per layer."""
+    path = api.plot(database, output, kind, other, run, run_b, step, layers, rank)
+    stderr.print(f"wrote {path}", markup=False)
+
+
+@app.command()
+def report(
+    database: DbArg,
+    other: Annotated[Path | None, typer.Argument(help="Second database, compared against the first.")] = None,
+    output: Annotated[Path, typer.Option("--output", "-o", help="HTML file to write.")] = Path("report.html"),
+    run: RunOpt = None,
+    run_b: RunBOpt = None,
+) -> None:
+    """Write one self-contained HTML report (tables and pictures; the comparison when given two runs)."""
+    path = api.report(database, output, other, run, run_b)
+    stderr.print(f"wrote {path}", markup=False)
+
+
+@app.command()
+def export(
+    database: DbArg,
+    output: Annotated[Path, typer.Option("--output", "-o", help="Chrome-trace JSON to write (.json or .json.gz).")],
+    run: RunOpt = None,
+    rank: Annotated[int | None, typer.Option(help="Only this rank (default: all).")] = None,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Write a run as Chrome-trace JSON for the Perfetto UI: steps and layers as tracks above the GPU streams."""
+    stats = api.export(database, output, run, rank)
+    emit(render([vars(stats)], fmt, title=f"{output}: open it in the Perfetto UI"))
+
+
+# --- end of pictures, report, export ---
+
+
 def _summary_row(summary: api.RunSummary) -> dict[str, object]:
     return {
         "run": summary.label,

@@ -1,0 +1,276 @@
+"""Pictures: rows from plotdata.py (or a diff.Diff) -> matplotlib Figure. Only this module draws.
+
+Reads and writes no database. Uses matplotlib's object-oriented API on the Agg canvas (no pyplot, no global
+state), so figures can be made in threads and tests can inspect them. Every picture shares one palette:
+GPU work is coloured by gpu_activity.category, exposed communication is red, idle time is light grey.
+
+Artists that tests count carry a gid: `activity:CATEGORY` (one PolyCollection per lane and category, one path
+per activity), `exposed_comm`, `layer:N` (the shaded span of layer N), `bar:PART`, `diff:a`, `diff:b`, `speedup`.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+from matplotlib.ticker import StrMethodFormatter
+from matplotlib.transforms import blended_transform_factory
+
+from .errors import UsageError
+from .plotdata import LayerBreakdown, TimelineData
+
+Row = dict[str, Any]
+
+# One palette for every picture: the colour of each gpu_activity.category.
+CATEGORY_COLORS = {"compute": "#4C72B0", "comm": "#DD8452", "memcpy": "#55A868", "memset": "#8172B3"}
+OTHER_COLOR = "#7F7F7F"
+EXPOSED_COLOR = "#C0392B"
+IDLE_COLOR = "#D9D9D9"
+LAYER_SHADES = ("#EEF1F6", "#DDE3EC")
+RUN_COLORS = ("#8C8C8C", "#2A9D8F")  # run A, run B in the diff
+FASTER_COLOR, SLOWER_COLOR = "#1E7B34", EXPOSED_COLOR
+FIGSIZE = (12.0, 6.75)  # 16:9, readable on a slide
+FONT = {"title": 15, "label": 13, "tick": 11, "legend": 11}
+FORMATS = ("png", "svg", "pdf")
+
+
+def category_color(category: str) -> str:
+    return CATEGORY_COLORS.get(category, OTHER_COLOR)
+
+
+def _figure(height: float = FIGSIZE[1]) -> Figure:
+    figure = Figure(figsize=(FIGSIZE[0], height), layout="constrained")
+    FigureCanvasAgg(figure)
+    return figure
+
+
+def _style(ax: Any, xlabel: str, ylabel: str) -> None:
+    ax.set_xlabel(xlabel, fontsize=FONT["label"])
+    ax.set_ylabel(ylabel, fontsize=FONT["label"])
+    ax.tick_params(labelsize=FONT["tick"])
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+
+
+def _label_every(count: int, room: int = 24) -> int:
+    """Label every n-th of `count` items so that at most about `room` labels are written."""
+    return max(1, math.ceil(count / room))
+
+
+def timeline_figure(data: TimelineData) -> Figure:
+    """One step of one rank: a lane per GPU stream, layers shaded and labelled, exposed comm as a red strip."""
+    lanes = len(data.lanes)
+    has_comm = any(a.category == "comm" for a in data.activities)
+    rows = lanes + (1 if has_comm else 0)
+    figure = _figure(max(3.5, min(FIGSIZE[1], 2.2 + 0.7 * rows)))
+    ax = figure.subplots()
+    label_every = _label_every(len(data.layers))
+    label_at = blended_transform_factory(ax.transData, ax.transAxes)
+    for i, span in enumerate(sorted(data.layers, key=lambda s: s.start_us)):
+        ax.axvspan(span.start_us, span.end_us, color=LAYER_SHADES[i % 2], zorder=0, lw=0, gid=f"layer:{span.layer}")
+        if i % label_every == 0:
+            ax.text(
+                (span.start_us + span.end_us) / 2,
+                1.01,
+                f"L{span.layer}",
+                transform=label_at,
+                ha="center",
+                va="bottom",
+                fontsize=FONT["tick"],
+            )
+    for lane in range(lanes):
+        by_category: dict[str, list[tuple[float, float]]] = {}
+        for activity in data.activities:
+            if activity.lane == lane:
+                by_category.setdefault(activity.category, []).append((activity.start_us, activity.dur_us))
+        for category, ranges in sorted(by_category.items()):
+            color = category_color(category)
+            ax.broken_barh(
+                ranges,
+                (lane - 0.35, 0.7),
+                facecolors=color,
+                edgecolors=color,
+                linewidths=0.4,
+                gid=f"activity:{category}",
+            )
+    if has_comm:
+        strip = [(a, b - a) for a, b in data.exposed_comm]
+        ax.broken_barh(
+            strip, (lanes - 0.2, 0.4), facecolors=EXPOSED_COLOR, edgecolors=EXPOSED_COLOR, lw=0.4, gid="exposed_comm"
+        )
+    ax.set_yticks(range(rows), [lane.label for lane in data.lanes] + (["exposed comm"] if has_comm else []))
+    ax.set_ylim(rows - 0.5, -0.5)
+    ax.set_xlim(0, max(data.window_us, 1e-3))
+    ax.xaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
+    start = "step start" if data.window_start_ns == data.step.start_ns else f"start of L{data.layers[0].layer}"
+    _style(ax, f"time since {start} (µs)", "")
+    ax.set_title(_timeline_title(data), fontsize=FONT["title"], pad=24)
+    present = sorted({a.category for a in data.activities}, key=_category_order)
+    handles = [Patch(color=category_color(c), label=c) for c in present]
+    if has_comm:
+        handles.append(Patch(color=EXPOSED_COLOR, label="exposed comm (no compute running)"))
+    if data.layers:
+        handles.append(Patch(facecolor=LAYER_SHADES[1], edgecolor="#999999", label="layer span (shaded)"))
+    figure.legend(
+        handles=handles, loc="outside lower center", ncols=len(handles), fontsize=FONT["legend"], frameon=False
+    )
+    return figure
+
+
+def _category_order(category: str) -> tuple[int, str]:
+    order = list(CATEGORY_COLORS)
+    return (order.index(category) if category in order else len(order), category)
+
+
+def _timeline_title(data: TimelineData) -> str:
+    step = data.step
+    what = f"step {step.step}" + (f" ({step.phase}, {step.name})" if step.name else f" ({step.phase})")
+    if data.layers and data.window_start_ns != step.start_ns:
+        what += f", layers L{data.layers[0].layer}–L{data.layers[-1].layer}"
+    methods = sorted({s.method for s in data.layers})
+    layers = f"{len(data.layers)} layers by {'/'.join(methods)}" if methods else "no layers"
+    return (
+        f"{data.run} · rank {data.rank} · {what}\n"
+        f"{layers}, {len(data.activities):,} GPU activities, {data.window_us:,.0f} µs"
+    )
+
+
+# Parts of a layer's time, bottom to top of the stacked bar: (field, legend text, colour, hatch).
+_PARTS = (
+    ("compute_only_us", "compute (no comm under it)", CATEGORY_COLORS["compute"], None),
+    ("overlapped_comm_us", "comm overlapped by compute", CATEGORY_COLORS["comm"], "//"),
+    ("exposed_comm_us", "exposed comm", EXPOSED_COLOR, None),
+    ("idle_us", "idle (no kernel of the layer running)", IDLE_COLOR, None),
+)
+
+
+def layers_figure(rows: Sequence[LayerBreakdown], run: str, scope: str) -> Figure:
+    """A stacked bar per layer index: compute, overlapped comm, exposed comm and idle time (medians, µs)."""
+    if not rows:
+        raise UsageError(run, "no layers to draw", "run `traceview layers` to see why segmentation found none")
+    figure = _figure()
+    ax = figure.subplots()
+    x = list(range(len(rows)))
+    bottom = [0.0] * len(rows)
+    for field, label, color, hatch in _PARTS:
+        heights = [float(getattr(r, field) or 0.0) for r in rows]
+        ax.bar(
+            x,
+            heights,
+            0.7,
+            bottom=bottom,
+            color=color,
+            hatch=hatch,
+            edgecolor="white",
+            lw=0.5,
+            label=label,
+            gid=f"bar:{field}",
+        )
+        bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
+    small = len(rows) > 16
+    for xi, row, top in zip(x, rows, bottom, strict=True):
+        ax.text(
+            xi,
+            top,
+            f"{row.span_us:,.0f}",
+            ha="center",
+            va="bottom",
+            fontsize=8 if small else FONT["tick"],
+            rotation=90 if small else 0,
+        )
+    every = _label_every(len(rows), 40)
+    ax.set_xticks(x[::every], [f"L{r.layer}" for r in rows][::every])
+    ax.set_ylim(0, max(bottom) * 1.12 or 1.0)
+    instances = max(r.instances for r in rows)
+    _style(ax, "layer", f"µs per layer instance (median of {instances})")
+    methods = sorted({r.method for r in rows})
+    ax.set_title(
+        f"{run}: where the time of each layer goes ({scope}; layers by {'/'.join(methods)})\n"
+        "numbers on top: median layer span, µs",
+        fontsize=FONT["title"],
+    )
+    figure.legend(loc="outside lower center", ncols=4, fontsize=FONT["legend"], frameon=False)
+    return figure
+
+
+def diff_figure(layers: Sequence[Row], summary: Row) -> Figure:
+    """Per layer, the median span of run A and run B side by side, with B's speed-up over A written on top."""
+    if not layers:
+        raise UsageError(None, "no layers to compare", "run `traceview diff` to see why")
+    figure = _figure()
+    ax = figure.subplots()
+    x = list(range(len(layers)))
+    width = 0.4
+    span_a = [float(r.get("span_us_a") or 0.0) for r in layers]
+    span_b = [float(r.get("span_us_b") or 0.0) for r in layers]
+    ax.bar([i - width / 2 for i in x], span_a, width, color=RUN_COLORS[0], label=f"A: {summary['a']}", gid="diff:a")
+    ax.bar([i + width / 2 for i in x], span_b, width, color=RUN_COLORS[1], label=f"B: {summary['b']}", gid="diff:b")
+    small = len(layers) > 16
+    for xi, row, a, b in zip(x, layers, span_a, span_b, strict=True):
+        ratio = row.get("speedup")
+        text = "–" if ratio is None else f"{ratio:.2f}x"
+        color = "#555555" if ratio is None else FASTER_COLOR if ratio >= 1 else SLOWER_COLOR
+        ax.text(
+            xi,
+            max(a, b),
+            text,
+            ha="center",
+            va="bottom",
+            color=color,
+            fontsize=8 if small else FONT["tick"],
+            fontweight="bold",
+            rotation=90 if small else 0,
+            gid="speedup",
+        )
+    every = _label_every(len(layers), 40)
+    ax.set_xticks(x[::every], [f"L{r['layer']}" for r in layers][::every])
+    ax.set_ylim(0, max([*span_a, *span_b]) * 1.15 or 1.0)
+    _style(ax, "layer", "layer span (µs, median across steps and ranks)")
+    ax.set_title(
+        f"{summary['a']} (A) vs {summary['b']} (B), {summary['phase']} steps\n"
+        f"{summary['headline']}; on top: speed-up of B over A",
+        fontsize=FONT["title"],
+    )
+    figure.legend(loc="outside lower center", ncols=2, fontsize=FONT["legend"], frameon=False)
+    return figure
+
+
+def image_format(path: str | Path) -> str:
+    """png, svg or pdf, from the file name."""
+    suffix = Path(path).suffix.lower().lstrip(".")
+    if suffix not in FORMATS:
+        raise UsageError(
+            path, f"cannot tell the picture format from {suffix or 'no suffix'!r}", "end -o with .png or .svg"
+        )
+    return suffix
+
+
+def save(figure: Figure, path: str | Path, dpi: int = 100) -> Path:
+    """Write `figure` to `path` (format from its suffix) through a temporary file, so a failure leaves nothing."""
+    path = Path(path)
+    fmt = image_format(path)
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        figure.savefig(tmp, format=fmt, dpi=dpi, metadata=_metadata(fmt))
+        tmp.replace(path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return path
+
+
+def _metadata(fmt: str) -> dict[str, Any]:
+    """No creation date in SVG/PDF, so the same data gives the same file."""
+    return {"Date": None} if fmt in ("svg", "pdf") else {}
+
+
+def png_bytes(figure: Figure, dpi: int = 100) -> bytes:
+    """The figure as PNG bytes (for embedding)."""
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", dpi=dpi)
+    return buffer.getvalue()
