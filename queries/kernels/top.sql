@@ -14,6 +14,7 @@
 -- @column share_pct pct: 100 * total_us / summed duration of all GPU work of the run (durations, not union)
 -- @example FROM kernel_top(n := 10)
 
+-- Durations summed per name over every rank; the n names with the most time per run.
 CREATE OR REPLACE MACRO kernel_top(run := NULL, n := 20) AS TABLE
 WITH
     -- GPU work of the chosen runs, grouped by name.

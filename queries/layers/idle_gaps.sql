@@ -11,6 +11,7 @@
 -- @column gap_us us: end_ns - start_ns
 -- @example FROM layer_idle_gaps(min_us := 5) ORDER BY gap_us DESC LIMIT 10
 
+-- Gaps between the merged kernel intervals of each layer instance (interval_gaps), of at least min_us.
 CREATE OR REPLACE MACRO layer_idle_gaps(run := NULL, min_us := 0) AS TABLE
 WITH
     -- Kernels of each layer instance of the chosen runs.

@@ -14,6 +14,7 @@
 -- @column share_pct pct: 100 * total_us / summed duration of every kernel of the layer (durations, not union)
 -- @example FROM layer_kernels(run := 'baseline') WHERE layer = 0
 
+-- Kernel calls of each name in each layer, over the steady steps (step_steady) of the chosen runs.
 CREATE OR REPLACE MACRO layer_kernels(run := NULL) AS TABLE
 WITH
     -- Kernels of layers in steady steps of the chosen runs.

@@ -16,6 +16,7 @@
 -- @column longest_gap_us us: the longest gap
 -- @example FROM step_idle(min_us := 10) WHERE NOT warmup
 
+-- Idle time (span - union of kernels) and the gaps between merged kernels (interval_gaps) of each step.
 CREATE OR REPLACE MACRO step_idle(run := NULL, min_us := 0) AS TABLE
 WITH
     -- Kernels of each step of the chosen runs.
