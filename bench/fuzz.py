@@ -1,0 +1,159 @@
+"""The long fuzz run: mutate real traces, ingest each mutant, count outcomes, keep every failing input.
+
+    python bench/fuzz.py --cases 10000               # Kineto and nsys (when the nsys backend exists)
+    python bench/fuzz.py --cases 2000 --backend nsys --jobs 2 --seed 7
+    python bench/fuzz.py --salvage-sweep             # every truncation offset of a small trace
+
+Each case is made from `--seed` and its number, so `--only N` replays case N. Cases run in `--jobs`
+worker processes, each with a per-case timeout; failures (any exception other than a one-line
+TraceviewError, a hang, a partial or changed database) are written to `--failures DIR` as the input
+file plus case.json (mutations, seed, what went wrong). The mutators live in tests/fuzzing.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import random
+import sys
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+import fuzzing
+
+
+def nsys_available() -> bool:
+    """True when this checkout has an nsys backend to fuzz."""
+    try:
+        import traceview.ingest.nsys  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def make_case(backend: str, seed: int, number: int) -> fuzzing.Case:
+    """Case `number` of the run seeded `seed` (deterministic)."""
+    rng = random.Random(f"{seed}:{backend}:{number}")
+    return fuzzing.kineto_case(rng) if backend == "kineto" else fuzzing.nsys_case(rng)
+
+
+def save_failure(directory: Path, backend: str, number: int, seed: int, case: fuzzing.Case, outcome: fuzzing.Outcome):
+    target = directory / f"{backend}-{number:06d}"
+    target.mkdir(parents=True, exist_ok=True)
+    (target / case.file_name).write_bytes(case.data)
+    description = {
+        "backend": backend,
+        "case": number,
+        "seed": seed,
+        "replay": f"python bench/fuzz.py --backend {backend} --seed {seed} --only {number}",
+        "salvage": case.salvage,
+        "existing_db": case.existing_db,
+        "mutations": case.mutations,
+        "seed_file": case.seed_file,
+        "outcome": outcome.kind,
+        "detail": outcome.detail,
+    }
+    (target / "case.json").write_text(json.dumps(description, indent=2))
+    return target
+
+
+def run(args: argparse.Namespace) -> int:
+    backends = [b for b in args.backend.split(",") if b]
+    if "nsys" in backends and not nsys_available():
+        print("note: traceview.ingest.nsys is missing in this checkout; fuzzing kineto only", file=sys.stderr)
+        backends = [b for b in backends if b != "nsys"]
+    numbers = [args.only] if args.only is not None else list(range(args.cases))
+    work = collections.deque((backends[n % len(backends)], n) for n in numbers)
+    counts: collections.Counter[str] = collections.Counter()
+    by_backend: collections.Counter[tuple[str, str]] = collections.Counter()
+    problems: collections.Counter[str] = collections.Counter()
+    mutations: collections.Counter[str] = collections.Counter()
+    failures: list[str] = []
+    lock = threading.Lock()
+    started = time.monotonic()
+
+    def drive() -> None:
+        with fuzzing.CaseRunner(timeout_s=args.timeout) as runner:
+            while True:
+                with lock:
+                    if not work:
+                        return
+                    backend, number = work.popleft()
+                case = make_case(backend, args.seed, number)
+                outcome = runner.run(case)
+                with lock:
+                    counts[outcome.kind] += 1
+                    by_backend[(backend, outcome.kind)] += 1
+                    mutations.update(m.split(" ")[0] for m in case.mutations)
+                    if outcome.kind == "clean_error":
+                        problems[f"{backend}: {outcome.detail}"] += 1
+                    if outcome.kind in ("failure", "hang"):
+                        saved = save_failure(args.failures, backend, number, args.seed, case, outcome)
+                        failures.append(f"{saved}: {outcome.detail.strip().splitlines()[-1][:200]}")
+                        print(f"FAIL {backend} case {number}: {failures[-1]}", file=sys.stderr, flush=True)
+                    done = sum(counts.values())
+                    if args.only is None and done % 500 == 0:
+                        rate = done / (time.monotonic() - started)
+                        print(f"{done}/{len(numbers)} cases, {rate:.1f}/s, {dict(counts)}", file=sys.stderr, flush=True)
+
+    threads = [threading.Thread(target=drive) for _ in range(max(1, min(args.jobs, len(numbers))))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    elapsed = time.monotonic() - started
+    report = {
+        "cases": sum(counts.values()),
+        "ingested_ok": counts["ok"],
+        "clean_errors": counts["clean_error"],
+        "failures": counts["failure"],
+        "hangs": counts["hang"],
+        "seconds": round(elapsed, 1),
+        "by_backend": {f"{b}.{k}": n for (b, k), n in sorted(by_backend.items())},
+        "clean_error_problems": dict(problems.most_common(25)),
+        "mutations_applied": dict(sorted(mutations.items())),
+        "failure_inputs": failures,
+    }
+    print(json.dumps(report, indent=2))
+    return 1 if counts["failure"] or counts["hang"] else 0
+
+
+def salvage_sweep(args: argparse.Namespace) -> int:
+    """Every truncation offset of a small synthetic trace, with --salvage (see tests/test_fuzz_salvage.py)."""
+    from test_fuzz_salvage import check_salvage_at, small_trace
+
+    data = small_trace()
+    bad = []
+    counts: collections.Counter[str] = collections.Counter()
+    for offset in range(1, len(data) + 1):
+        kind, detail = check_salvage_at(data, offset)
+        counts[kind] += 1
+        if kind == "failure":
+            bad.append(f"offset {offset}: {detail}")
+            print(f"FAIL offset {offset}: {detail}", file=sys.stderr, flush=True)
+    print(json.dumps({"offsets": len(data), **counts, "failures_at": bad[:50]}, indent=2))
+    return 1 if bad else 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--cases", type=int, default=10000, help="number of cases (default 10000)")
+    parser.add_argument("--backend", default="kineto,nsys", help="comma-separated: kineto, nsys")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the run (default 0)")
+    parser.add_argument("--only", type=int, help="replay just this case number")
+    parser.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
+    parser.add_argument("--timeout", type=float, default=60.0, help="seconds per case before it counts as a hang")
+    parser.add_argument(
+        "--failures", type=Path, default=Path("/tmp/traceview-fuzz-failures"), help="where failing inputs go"
+    )
+    parser.add_argument("--salvage-sweep", action="store_true", help="truncate a small trace at every offset")
+    args = parser.parse_args()
+    return salvage_sweep(args) if args.salvage_sweep else run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
