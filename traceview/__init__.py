@@ -6,9 +6,10 @@
 >>> con.sql("SELECT layer, count(*) FROM gpu_activity GROUP BY layer")
 """
 
-from .api import RunSummary, connect, ingest, run_ids, summarize
+from .api import RunSummary, connect, ingest, layers, run_ids, segment, summarize
 from .errors import BadInputError, DatabaseError, ToolMissingError, TraceviewError, UsageError
 from .ingest import IngestOptions
+from .segment import Method, SegmentOptions, SegmentResult
 from .version import SCHEMA_VERSION, __version__
 
 __all__ = [
@@ -16,13 +17,18 @@ __all__ = [
     "BadInputError",
     "DatabaseError",
     "IngestOptions",
+    "Method",
     "RunSummary",
+    "SegmentOptions",
+    "SegmentResult",
     "ToolMissingError",
     "TraceviewError",
     "UsageError",
     "__version__",
     "connect",
     "ingest",
+    "layers",
     "run_ids",
+    "segment",
     "summarize",
 ]

@@ -19,6 +19,8 @@ from . import export as export_stage
 from .db import first_row
 from .errors import DatabaseError
 from .ingest import IngestOptions, default_label, delete_run, existing_run, load_run, resolve_source
+from .segment import SegmentOptions, SegmentResult, segment_run
+from .segment.report import LayerReport, layer_report
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -49,8 +51,14 @@ class RunSummary:
     already_ingested: bool = False
 
 
-def ingest(paths: Sequence[str | Path], database: str | Path, options: IngestOptions | None = None) -> RunSummary:
-    """Ingest one run (a trace file, several per-rank files, or a directory of them) into `database`.
+def ingest(
+    paths: Sequence[str | Path],
+    database: str | Path,
+    options: IngestOptions | None = None,
+    segment_options: SegmentOptions | None = None,
+) -> RunSummary:
+    """Ingest one run (a trace file, several per-rank files, or a directory of them) into `database`, then
+    find its steps and layers (`segment_options`, see traceview.segment).
 
     Atomic: on any error the database is left as it was (a new one is not created). Idempotent: the same
     source under the same label is not ingested twice; `options.replace` replaces a run of that label.
@@ -72,6 +80,7 @@ def ingest(paths: Sequence[str | Path], database: str | Path, options: IngestOpt
         if taken:
             delete_run(con, taken[0])
         run_id = load_run(con, source, label, options)
+        segment_run(con, run_id, segment_options)
         sqllib.install(con)
         return summarize(con, run_id)
 
@@ -176,6 +185,22 @@ def diff(
             raise DatabaseError(a, "one database needs two run labels to compare", "pass --a LABEL --b LABEL")
         run_b = diff_stage.resolve_run(con_b, label_b, str(b if b is not None else a))
         return diff_stage.compare(run_a, run_b)
+
+
+def segment(database: str | Path, options: SegmentOptions | None = None, run: str | None = None) -> list[SegmentResult]:
+    """Find steps and layers again in an ingested database (every run, or the one labelled `run`)."""
+    with db.write_session(database) as con:
+        targets = [diff_stage.resolve_run(con, run, str(database)).run_id] if run else run_ids(con)
+        results = [segment_run(con, run_id, options) for run_id in targets]
+        sqllib.install(con)
+        return results
+
+
+def layers(database: str | Path, run: str | None = None) -> LayerReport:
+    """Per-layer kernels and microseconds of one run (the first, or the one labelled `run`)."""
+    with connect(database) as con:
+        ref = diff_stage.resolve_run(con, run, str(database))
+        return layer_report(con, ref.run_id, ref.label)
 
 
 # Pictures, report and export (issue 7): open the databases, pick the runs, hand over to plot/report/export.

@@ -75,7 +75,7 @@ def find_layers(codes: np.ndarray, min_layers: int = MIN_LAYERS) -> PeriodFit | 
     codes = np.ascontiguousarray(codes, dtype=np.int64)
     if len(codes) < 2 * min_layers:
         return None
-    codes = _dense_codes(codes)
+    codes = dense(codes)
     stats = code_stats(codes)
     fits = [fit for period in candidate_periods(stats) if (fit := _fit(codes, stats, period, min_layers))]
     return choose(fits)
@@ -95,7 +95,7 @@ def _quality(fit: PeriodFit) -> float:
     return fit.coverage * fit.confidence
 
 
-def _dense_codes(codes: np.ndarray) -> np.ndarray:
+def dense(codes: np.ndarray) -> np.ndarray:
     """Renumber codes 0..k-1 so that per-code arrays stay small."""
     _, inverse = np.unique(codes, return_inverse=True)
     return inverse.astype(np.int64)

@@ -1,0 +1,344 @@
+"""Segmentation: every GPU activity of a run gets a step and, inside layers, a transformer layer index.
+
+Reads: gpu_activity, launches, cpu_ranges, gpu_ranges of one run. Writes: `steps`, `layers`,
+`gpu_activity.step` / `gpu_activity.layer` (NULL outside steps and layers), and `ingest_stats` rows named
+`segment.*` that say how steps and layers were found (the CLI shows them). Re-running replaces all of it.
+
+Steps first (segment/steps.py), then the layers of each step by one method, recorded on every layer row:
+- `annotation` (segment/annotation.py): CPU ranges named like a layer contain the launch call; GPU ranges
+  by time on their stream;
+- `graph` (segment/graph.py): kernels replayed from a CUDA graph take the layer of the node (or launch)
+  that was recorded inside a layer range while the graph was captured;
+- `period` (segment/period.py): the repeating unit of the kernel sequence, with a confidence; inferred.
+`auto` picks, per step, annotation when it places at least half the step's kernels, else graph when it
+does, else period; a step where period finds no repeating structure keeps whatever annotation found, or
+gets no layers (it is never given invented ones).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from enum import Enum
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+from . import annotation, graph, period, steps
+
+COVERAGE_TO_TRUST = 0.5  # share of a step's kernels a method must place for auto to choose it
+
+
+class Method(str, Enum):
+    """How layers are found: auto picks the best available per step."""
+
+    auto = "auto"
+    annotation = "annotation"
+    graph = "graph"
+    period = "period"
+
+
+@dataclass(frozen=True)
+class SegmentOptions:
+    """What the user asked of segmentation (`--method`, `--layer-pattern`, `--step-pattern`)."""
+
+    method: Method = Method.auto
+    layer_pattern: str | None = None
+    step_pattern: str | None = None
+
+
+@dataclass(frozen=True)
+class SegmentResult:
+    """What segmentation found in one run."""
+
+    run_id: int
+    steps: int
+    step_methods: tuple[str, ...]
+    layers: int
+    layers_per_step: float | None
+    methods: tuple[str, ...]
+    confidence: float | None
+    notes: tuple[str, ...]
+
+
+def segment_run(con: duckdb.DuckDBPyConnection, run_id: int, options: SegmentOptions | None = None) -> SegmentResult:
+    """Find steps and layers of run `run_id` and write them (inside the caller's transaction)."""
+    options = options or SegmentOptions()
+    _reset(con, run_id)
+    _stage(con, run_id)
+    found_steps = steps.find_steps(con, run_id, options.step_pattern)
+    _stage_steps(con)
+    failed = _layers(con, run_id, options)
+    _write(con, run_id)
+    result = _result(con, run_id, found_steps, failed)
+    _record(con, run_id, result)
+    return result
+
+
+def _reset(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
+    con.execute("DELETE FROM steps WHERE run_id = ?", [run_id])
+    con.execute("DELETE FROM layers WHERE run_id = ?", [run_id])
+    con.execute("DELETE FROM ingest_stats WHERE run_id = ? AND name LIKE 'segment.%'", [run_id])
+    con.execute(
+        """UPDATE gpu_activity SET step = NULL, layer = NULL
+           WHERE run_id = ? AND (step IS NOT NULL OR layer IS NOT NULL)""",
+        [run_id],
+    )
+
+
+def _stage(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
+    """Temp table `_seg_a`: the run's GPU activity with its launch call and an integer code per name."""
+    con.execute(
+        """
+        CREATE OR REPLACE TEMP TABLE _seg_a AS
+        SELECT g.rank, g.activity_id, g.kind, g.device_id, g.stream_id, g.start_ns, g.end_ns,
+               (hash(g.kind || ':' || g.name) >> 1)::BIGINT AS code, g.correlation_id, g.graph_id, g.graph_node_id,
+               g.launch_id, l.pid AS l_pid, l.tid AS l_tid, l.start_ns AS l_start, l.name AS l_name
+        FROM gpu_activity g LEFT JOIN launches l ON l.run_id = g.run_id AND l.launch_id = g.launch_id
+        WHERE g.run_id = ?
+        """,
+        [run_id],
+    )
+
+
+def _stage_steps(con: duckdb.DuckDBPyConnection) -> None:
+    """Temp table `_seg_k`: the activities that fell in a step, with the step."""
+    con.execute(
+        """
+        CREATE OR REPLACE TEMP TABLE _seg_k AS
+        SELECT a.*, o.step FROM _seg_a a JOIN _seg_step_of o USING (activity_id)
+        """
+    )
+
+
+def _layers(con: duckdb.DuckDBPyConnection, run_id: int, options: SegmentOptions) -> int:
+    """Fill `_seg_layer_of(activity_id, layer, method, confidence, name)`; returns steps without structure."""
+    con.execute("DROP TABLE IF EXISTS _seg_cpu_events")
+    named = annotation.layer_names_table(con, run_id, options.layer_pattern)
+    if named:
+        annotation.timelines(con, run_id)
+    if named and options.method in (Method.auto, Method.annotation):
+        annotation.assign(con)
+    else:
+        con.execute("CREATE OR REPLACE TEMP TABLE _seg_ann (activity_id BIGINT, layer INTEGER, name VARCHAR)")
+    if options.method in (Method.auto, Method.graph):
+        graph.assign(con, run_id)
+    else:
+        con.execute("CREATE OR REPLACE TEMP TABLE _seg_graph (activity_id BIGINT, layer INTEGER, name VARCHAR)")
+    _choose_methods(con, options.method)
+    _period_layers(con)
+    failed = _fall_back(con, options.method)
+    con.execute(
+        """
+        CREATE OR REPLACE TEMP TABLE _seg_layer_of AS
+        SELECT a.activity_id, a.layer, 'annotation' AS method, 1.0 AS confidence, a.name
+        FROM _seg_ann a JOIN _seg_k k USING (activity_id) JOIN _seg_choice c USING (rank, step)
+        WHERE c.method = 'annotation'
+        UNION ALL
+        SELECT g.activity_id, g.layer, 'graph', 1.0, g.name
+        FROM _seg_graph g JOIN _seg_k k USING (activity_id) JOIN _seg_choice c USING (rank, step)
+        WHERE c.method = 'graph'
+        UNION ALL
+        SELECT p.activity_id, p.layer, 'period', p.confidence, NULL
+        FROM _seg_period p JOIN _seg_k k USING (activity_id) JOIN _seg_choice c USING (rank, step)
+        WHERE c.method = 'period'
+        """
+    )
+    return failed
+
+
+def _choose_methods(con: duckdb.DuckDBPyConnection, method: Method) -> None:
+    """Temp table `_seg_choice(rank, step, method)`: the layer method of each step."""
+    forced = "NULL" if method is Method.auto else f"'{method.value}'"
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE _seg_choice AS
+        WITH per_step AS (
+            SELECT k.rank, k.step, count(*) AS kernels,
+                   count(a.activity_id) AS by_annotation, count(g.activity_id) AS by_graph
+            FROM _seg_k k
+            LEFT JOIN _seg_ann a USING (activity_id) LEFT JOIN _seg_graph g USING (activity_id)
+            WHERE k.kind = 'kernel'
+            GROUP BY ALL
+        )
+        SELECT rank, step, coalesce({forced},
+            CASE WHEN by_annotation >= {COVERAGE_TO_TRUST} * kernels THEN 'annotation'
+                 WHEN by_graph >= {COVERAGE_TO_TRUST} * kernels THEN 'graph'
+                 ELSE 'period' END) AS method,
+            by_annotation
+        FROM per_step
+        """
+    )
+
+
+def _fall_back(con: duckdb.DuckDBPyConnection, method: Method) -> int:
+    """Steps where period found nothing: annotation (if it placed any kernel, under auto), else no layers."""
+    if method is Method.auto:
+        con.execute(
+            """
+            UPDATE _seg_choice c SET method = 'annotation'
+            WHERE method = 'period' AND by_annotation > 0
+              AND NOT EXISTS (SELECT 1 FROM _seg_period_steps p WHERE p.rank = c.rank AND p.step = c.step)
+            """
+        )
+    return con.execute(
+        """
+        SELECT count(*) FROM _seg_choice c
+        WHERE method = 'period'
+          AND NOT EXISTS (SELECT 1 FROM _seg_period_steps p WHERE p.rank = c.rank AND p.step = c.step)
+        """
+    ).fetchall()[0][0]
+
+
+def _period_layers(con: duckdb.DuckDBPyConnection) -> None:
+    """Temp table `_seg_period(activity_id, layer, confidence)` for the steps whose method is period.
+
+    The repeating unit is searched on each step's main stream (the stream with most kernels), in execution
+    order; identical steps are solved once. Work on other streams joins the layer in whose window (from its
+    first kernel to the next layer's first kernel) it starts.
+    """
+    data = con.execute(
+        """
+        WITH k AS (
+            SELECT k.* FROM _seg_k k JOIN _seg_choice c USING (rank, step) WHERE c.method = 'period'
+        ), streams AS (
+            SELECT rank, step, stream_id, count(*) AS n FROM k WHERE kind = 'kernel' GROUP BY ALL
+        ), main AS (
+            SELECT rank, step, arg_max(stream_id, n) AS stream_id FROM streams GROUP BY ALL
+        )
+        SELECT k.rank, k.step, k.activity_id, k.code
+        FROM k JOIN main m ON k.rank = m.rank AND k.step = m.step AND k.stream_id IS NOT DISTINCT FROM m.stream_id
+        ORDER BY k.rank, k.step, k.start_ns, k.activity_id
+        """
+    ).fetchnumpy()
+    frame, solved = _solve_steps(data)
+    con.register("_seg_period_frame", frame)
+    con.execute("CREATE OR REPLACE TEMP TABLE _seg_period AS SELECT * FROM _seg_period_frame")
+    con.unregister("_seg_period_frame")
+    con.register("_seg_solved_frame", solved)
+    con.execute("CREATE OR REPLACE TEMP TABLE _seg_period_steps AS SELECT * FROM _seg_solved_frame")
+    con.unregister("_seg_solved_frame")
+    con.execute(
+        """
+        INSERT INTO _seg_period
+        WITH windows AS (
+            SELECT k.rank, k.step, p.layer, min(k.start_ns) AS lo, max(k.end_ns) AS hi, any_value(p.confidence) AS conf
+            FROM _seg_period p JOIN _seg_k k USING (activity_id) GROUP BY ALL
+        ), until AS (
+            SELECT *, coalesce(lead(lo) OVER (PARTITION BY rank, step ORDER BY lo), hi) AS until FROM windows
+        )
+        SELECT k.activity_id, w.layer, w.conf
+        FROM (SELECT * FROM _seg_k WHERE activity_id NOT IN (SELECT activity_id FROM _seg_period)
+                AND (rank, step) IN (SELECT (rank, step) FROM _seg_period_steps)) k
+        ASOF JOIN until w ON k.rank = w.rank AND k.step = w.step AND k.start_ns >= w.lo
+        WHERE k.start_ns < w.until
+        """
+    )
+
+
+def _solve_steps(data: dict[str, np.ndarray]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Run period.find_layers on each step's code sequence (once per distinct sequence)."""
+    rank, step = np.asarray(data["rank"]), np.asarray(data["step"])
+    ids, codes = np.asarray(data["activity_id"], dtype=np.int64), np.asarray(data["code"], dtype=np.int64)
+    change = np.flatnonzero((np.diff(rank) != 0) | (np.diff(step) != 0)) + 1
+    edges = np.concatenate(([0], change, [len(ids)])) if len(ids) else np.array([0])
+    layer = np.full(len(ids), -1, dtype=np.int64)
+    confidence = np.zeros(len(ids))
+    cache: dict[bytes, period.PeriodFit | None] = {}
+    solved: list[tuple[int, int, int]] = []
+    for lo, hi in itertools.pairwise(edges):  # one iteration per step
+        key = codes[lo:hi].tobytes()
+        if key not in cache:
+            cache[key] = period.find_layers(codes[lo:hi])
+        fit = cache[key]
+        if fit is None:
+            continue
+        solved.append((int(rank[lo]), int(step[lo]), fit.period))
+        for index, span in enumerate(fit.layers):  # one iteration per layer
+            layer[lo + span.start : lo + span.end] = index
+            confidence[lo + span.start : lo + span.end] = span.confidence
+    keep = layer >= 0
+    frame = pd.DataFrame({"activity_id": ids[keep], "layer": layer[keep], "confidence": confidence[keep]})
+    solved_frame = pd.DataFrame(solved, columns=["rank", "step", "period"]).astype("int64")
+    return frame, solved_frame
+
+
+def _write(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
+    """steps and layers rows, and the step/layer columns of gpu_activity."""
+    params = {"run": run_id}
+    con.execute(
+        """UPDATE gpu_activity g SET step = o.step FROM _seg_step_of o
+           WHERE g.run_id = $run AND g.activity_id = o.activity_id""",
+        params,
+    )
+    con.execute(
+        """UPDATE gpu_activity g SET layer = l.layer FROM _seg_layer_of l
+           WHERE g.run_id = $run AND g.activity_id = l.activity_id""",
+        params,
+    )
+    con.execute(
+        """
+        INSERT INTO steps
+        WITH spans AS (SELECT rank, step, min(start_ns) AS lo, max(end_ns) AS hi FROM _seg_k GROUP BY ALL)
+        SELECT $run, s.rank, s.step, s.name, coalesce(p.lo, s.cpu_start), coalesce(p.hi, s.cpu_end), s.phase,
+               s.warmup, s.method
+        FROM _seg_steps s LEFT JOIN spans p USING (rank, step)
+        WHERE coalesce(p.lo, s.cpu_start) IS NOT NULL
+        """,
+        params,
+    )
+    con.execute(
+        """
+        INSERT INTO layers
+        SELECT $run, k.rank, k.step, l.layer, arg_min(l.name, length(l.name)), min(k.start_ns), max(k.end_ns),
+               count(*) FILTER (k.kind = 'kernel'), any_value(l.method), round(min(l.confidence), 4)
+        FROM _seg_layer_of l JOIN _seg_k k USING (activity_id)
+        GROUP BY k.rank, k.step, l.layer
+        """,
+        params,
+    )
+
+
+def _result(con: duckdb.DuckDBPyConnection, run_id: int, found: steps.StepOutcome, failed: int) -> SegmentResult:
+    layers, per_step, methods, confidence = con.execute(
+        """
+        SELECT count(*), (SELECT median(n) FROM (SELECT count(*) AS n FROM layers WHERE run_id = $run
+                                                  GROUP BY rank, step)),
+               list(DISTINCT method ORDER BY method), median(confidence)
+        FROM layers WHERE run_id = $run
+        """,
+        {"run": run_id},
+    ).fetchall()[0]
+    notes = [f"{found.steps} steps found by {', '.join(found.methods) or 'nothing'}"]
+    if layers:
+        how = ", ".join(methods)
+        inferred = " (inferred from the repeating kernel sequence)" if "period" in methods else ""
+        notes.append(f"layers found by {how}{inferred}: {per_step:g} per step, median confidence {confidence:.2f}")
+    if failed:
+        notes.append(f"no repeating kernel structure in {failed} step(s): no layers written for them")
+    if not layers and not failed:
+        notes.append("no layers found")
+    return SegmentResult(
+        run_id=run_id,
+        steps=found.steps,
+        step_methods=found.methods,
+        layers=layers,
+        layers_per_step=float(per_step) if per_step is not None else None,
+        methods=tuple(methods or ()),
+        confidence=float(confidence) if confidence is not None else None,
+        notes=tuple(notes),
+    )
+
+
+def _record(con: duckdb.DuckDBPyConnection, run_id: int, result: SegmentResult) -> None:
+    """Keep what segmentation found in ingest_stats (segment.steps, segment.layers, segment.note)."""
+    rows = [
+        ("segment.steps", "info", result.steps, result.notes[0]),
+        ("segment.layers", "info", result.layers, "layer instances found, by " + (", ".join(result.methods) or "none")),
+        *[("segment.note", "info", 0, note) for note in result.notes[1:]],
+    ]
+    for name, severity, value, description in rows:
+        con.execute(
+            "INSERT INTO ingest_stats VALUES (?, NULL, ?, ?, ?, ?)", [run_id, name, severity, value, description]
+        )

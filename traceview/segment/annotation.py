@@ -1,0 +1,242 @@
+"""Layers from annotations: CPU ranges (record_function, nn.Module scopes, NVTX) and GPU ranges whose name
+identifies a transformer layer.
+
+Reads: cpu_ranges, gpu_ranges and the staged activity table `_seg_a` (see segment/__init__.py). Writes
+temp table `_seg_ann(activity_id, layer, name)`: the layer of every activity that an annotation places.
+
+A kernel belongs to the innermost layer range that contains the CPU call that launched it, on the same
+thread (launches.pid/tid/start_ns, runtime or driver API alike). Kernels left over (no launch, or launched
+outside every layer range) are placed by GPU-side ranges (Kineto gpu_user_annotation): the innermost one
+that contains the kernel's start on its stream. Sublayer ranges (`model.layers.7.self_attn`) name layer 7.
+
+Nested ranges are flattened per lane (a thread, or a stream) into a timeline of "innermost open range"
+events - a range's start opens it, its end reopens its parent - and each kernel takes the last event at or
+before its time (an ASOF join): linear after sorting, with no per-kernel Python.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import duckdb
+import pandas as pd
+
+# `model.layers.7`, `layers.7`, `transformer.h.7`, `blocks.7`, `encoder.layer.7`, also inside vLLM's NVTX dict
+# strings ({'Module': 'model.layers.7.self_attn', ...}); `TransformerBlock_7`, `layer_7`, `DecoderLayer 7`.
+DEFAULT_LAYER_PATTERN = (
+    r"(?:^|[.\s'\"/:(\[])(?:layers?|h|blocks?|transformer_blocks|decoder_layers)[._](\d+)(?=$|[.\s'\",/)\]:])"
+    r"|(?:^|[\s'\"/:])(?:TransformerBlock|DecoderLayer|EncoderLayer|layer|block)[_ ](\d+)(?=$|[\s'\",/)])"
+)
+# `nn.Module: Qwen3DecoderLayer_7`: a module scope whose class is a layer (the number counts instances).
+MODULE_SCOPE = re.compile(r"^nn\.Module: (\w+?)_(\d+)$")
+LAYER_CLASS = re.compile(r"(Layer|Block)$")
+NOT_LAYER_CLASS = re.compile(
+    r"(?i)(moe|expert|experts|mlp|ffn|attention|attn|norm|embed|embedding|linear|conv)(block|layer)$"
+)
+RANGE_KINDS = ("annotation", "module", "nvtx")
+
+
+@dataclass(frozen=True)
+class LayerName:
+    """What a range name says: the layer index, the stack it belongs to and a short label."""
+
+    layer: int
+    stack: str
+    label: str
+
+
+def parse_layer_name(name: str, pattern: re.Pattern[str] | None = None) -> LayerName | None:
+    """The layer a range name identifies, or None. `pattern` (--layer-pattern) replaces the defaults;
+    its first group that matched is the index (none: the stack's order in time decides, index -1)."""
+    if pattern is not None:
+        return _parse_custom(name, pattern)
+    scope = MODULE_SCOPE.match(name)
+    if scope:
+        cls = scope.group(1)
+        if LAYER_CLASS.search(cls) and not NOT_LAYER_CLASS.search(cls):
+            return LayerName(int(scope.group(2)), f"nn.Module: {cls}", name)
+        return None
+    match = _DEFAULT.search(name)
+    if match is None:
+        return None
+    group = 1 if match.group(1) is not None else 2
+    index = int(match.group(group))
+    head = name[: match.start(group)]
+    token = re.search(r"[\w.]*$", head)
+    label = (token.group(0) if token else "") + str(index)
+    return LayerName(index, head[-60:], label or name)
+
+
+_DEFAULT = re.compile(DEFAULT_LAYER_PATTERN)
+
+
+def _parse_custom(name: str, pattern: re.Pattern[str]) -> LayerName | None:
+    match = pattern.search(name)
+    if match is None:
+        return None
+    groups = [g for g in match.groups() if g is not None]
+    digits = next((g for g in groups if g.isdigit()), None)
+    if digits is None:
+        return LayerName(-1, "", match.group(0))
+    return LayerName(int(digits), name[: match.start()] + pattern.pattern, match.group(0))
+
+
+def layer_names_table(con: duckdb.DuckDBPyConnection, run_id: int, layer_pattern: str | None) -> int:
+    """Temp table `_seg_names(name, layer, stack, label)` for the run's range names that identify a layer.
+
+    Layer indices of several stacks (a vision tower and a language model) are offset so they do not collide:
+    stacks in order of first appearance, each after the previous one's highest index.
+    """
+    pattern = re.compile(layer_pattern) if layer_pattern else None
+    names = con.execute(
+        f"""SELECT name, min(start_ns) FROM (
+                SELECT name, start_ns FROM cpu_ranges WHERE run_id = $run AND kind IN {RANGE_KINDS}
+                UNION ALL SELECT name, start_ns FROM gpu_ranges WHERE run_id = $run)
+            GROUP BY name""",
+        {"run": run_id},
+    ).fetchall()
+    rows = [(n, first, parsed) for n, first in names if (parsed := parse_layer_name(n, pattern)) is not None]
+    if any(not r[2].stack.startswith("nn.Module: ") for r in rows):
+        rows = [r for r in rows if not r[2].stack.startswith("nn.Module: ")]  # module paths name layers better
+    frame = pd.DataFrame(
+        {
+            "name": [r[0] for r in rows],
+            "layer": _offset_stacks(rows),
+            "stack": [r[2].stack for r in rows],
+            "label": [r[2].label for r in rows],
+        }
+    )
+    con.register("_seg_names_frame", frame)
+    con.execute("CREATE OR REPLACE TEMP TABLE _seg_names AS SELECT * FROM _seg_names_frame")
+    con.unregister("_seg_names_frame")
+    return len(rows)
+
+
+def _offset_stacks(rows: list[tuple[str, int, LayerName]]) -> list[int]:
+    """Layer index of each row: the parsed one, offset per stack; names without a number by first appearance."""
+    unnumbered = sorted((start, name) for name, start, parsed in rows if parsed.layer < 0)
+    order = {name: i for i, (_, name) in enumerate(unnumbered)}
+    rows = [(n, s, LayerName(order[n], p.stack, p.label) if p.layer < 0 else p) for n, s, p in rows]
+    first: dict[str, int] = {}
+    top: dict[str, int] = {}
+    families = _families({_stack_family(parsed.stack) for _, _, parsed in rows})
+    for _, start, parsed in rows:
+        family = families[_stack_family(parsed.stack)]
+        first[family] = min(first.get(family, start), start)
+        top[family] = max(top.get(family, -1), parsed.layer)
+    offset: dict[str, int] = {}
+    base = 0
+    for family in sorted(first, key=lambda f: first[f]):
+        offset[family] = base
+        base += top[family] + 1
+    return [parsed.layer + offset[families[_stack_family(parsed.stack)]] for _, _, parsed in rows]
+
+
+def _families(stacks: set[str]) -> dict[str, str]:
+    """Each stack's family: a stack that ends another one (`layers.` of `model.layers.`) is the same list."""
+    out = {}
+    for stack in stacks:
+        longer = [s for s in stacks if s != stack and s.endswith(stack)]
+        out[stack] = max(longer, key=len) if len(longer) == 1 else stack
+    return out
+
+
+def _stack_family(stack: str) -> str:
+    """The layer list a name belongs to, the same whether seen as a plain module path (`model.layers.`) or
+    inside a vLLM NVTX dict string (`{'Module': 'model.layers.`): the text after the last quote or space."""
+    return re.split(r"[\s'\"(\[:/]", stack)[-1] or stack
+
+
+def timelines(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
+    """`_seg_cpu_events` and `_seg_gpu_events`: the innermost layer range open on each thread and stream."""
+    con.execute(
+        """
+        CREATE OR REPLACE TEMP TABLE _seg_lanes AS
+        SELECT r.range_id, r.rank, r.pid AS lane_a, r.tid AS lane_b, r.start_ns, r.end_ns, n.layer, n.label
+        FROM cpu_ranges r JOIN _seg_names n USING (name)
+        WHERE r.run_id = $run AND r.kind IN ('annotation', 'module', 'nvtx') AND r.end_ns > r.start_ns
+        """,
+        {"run": run_id},
+    )
+    _flatten(con, "_seg_cpu_events")
+    con.execute(
+        """
+        CREATE OR REPLACE TEMP TABLE _seg_lanes AS
+        SELECT r.range_id, r.rank, r.device_id AS lane_a, r.stream_id AS lane_b, r.start_ns, r.end_ns, n.layer,
+               n.label
+        FROM gpu_ranges r JOIN _seg_names n USING (name)
+        WHERE r.run_id = $run AND r.end_ns > r.start_ns
+        """,
+        {"run": run_id},
+    )
+    _flatten(con, "_seg_gpu_events")
+
+
+def assign(con: duckdb.DuckDBPyConnection) -> None:
+    """Fill `_seg_ann(activity_id, layer, name)` from CPU layer ranges, then GPU layer ranges."""
+    con.execute(
+        """
+        CREATE OR REPLACE TEMP TABLE _seg_ann AS
+        WITH by_cpu AS (
+            SELECT a.activity_id, e.layer, e.label
+            FROM (SELECT * FROM _seg_a WHERE l_start IS NOT NULL) a
+            ASOF JOIN _seg_cpu_events e
+              ON a.rank = e.rank AND a.l_pid IS NOT DISTINCT FROM e.lane_a AND a.l_tid IS NOT DISTINCT FROM e.lane_b
+             AND a.l_start >= e.t
+            WHERE e.layer IS NOT NULL
+        ), by_gpu AS (
+            SELECT a.activity_id, e.layer, e.label
+            FROM (SELECT * FROM _seg_a WHERE activity_id NOT IN (SELECT activity_id FROM by_cpu)) a
+            ASOF JOIN _seg_gpu_events e
+              ON a.rank = e.rank AND a.device_id IS NOT DISTINCT FROM e.lane_a
+             AND a.stream_id IS NOT DISTINCT FROM e.lane_b AND a.start_ns >= e.t
+            WHERE e.layer IS NOT NULL
+        )
+        SELECT activity_id, layer, label AS name FROM by_cpu
+        UNION ALL SELECT activity_id, layer, label FROM by_gpu
+        """
+    )
+
+
+def _flatten(con: duckdb.DuckDBPyConnection, events: str) -> None:
+    """Turn the nested ranges of `_seg_lanes` into `events(rank, lane_a, lane_b, t, layer, label)`: from t on,
+    the innermost open layer range of the lane is `layer` (NULL: none).
+
+    Depth among the layer ranges of a lane: +1 at each start, -1 at each end (ends first at equal times,
+    longer ranges first among equal starts); the parent is the latest range one level up that started no
+    later. At equal times the last event wins: ends before starts, inner ends before outer ends, outer
+    starts before inner starts.
+    """
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE {events} AS
+        WITH edges AS (
+            SELECT rank, lane_a, lane_b, start_ns AS t, 1 AS delta, -end_ns AS tiebreak, range_id FROM _seg_lanes
+            UNION ALL
+            SELECT rank, lane_a, lane_b, end_ns, -1, NULL, NULL FROM _seg_lanes
+        ), depth AS (
+            SELECT range_id,
+                   sum(delta) OVER (PARTITION BY rank, lane_a, lane_b ORDER BY t, delta, tiebreak, range_id
+                                    ROWS UNBOUNDED PRECEDING) - 1 AS depth
+            FROM edges
+        ), ranges AS (
+            SELECT l.*, greatest(d.depth, 0) AS depth FROM _seg_lanes l JOIN depth d USING (range_id)
+        ), parents AS (
+            SELECT c.range_id, p.range_id AS parent_id
+            FROM ranges c ASOF LEFT JOIN ranges p
+              ON c.rank = p.rank AND c.lane_a IS NOT DISTINCT FROM p.lane_a
+             AND c.lane_b IS NOT DISTINCT FROM p.lane_b AND c.depth = p.depth + 1 AND c.start_ns >= p.start_ns
+        ), raw AS (
+            SELECT rank, lane_a, lane_b, start_ns AS t, range_id AS current, 2000 + depth AS ord FROM ranges
+            UNION ALL
+            SELECT r.rank, r.lane_a, r.lane_b, r.end_ns, p.parent_id, 1000 - r.depth
+            FROM ranges r JOIN parents p USING (range_id)
+        ), last AS (
+            SELECT rank, lane_a, lane_b, t, arg_max_null(current, ord) AS current
+            FROM raw GROUP BY rank, lane_a, lane_b, t
+        )
+        SELECT l.rank, l.lane_a, l.lane_b, l.t, r.layer, r.label
+        FROM last l LEFT JOIN _seg_lanes r ON r.range_id = l.current
+        """
+    )

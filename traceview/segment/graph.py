@@ -1,0 +1,105 @@
+"""Layers of CUDA-graph replays, from what was recorded while the graph was captured.
+
+Reads: launches, the staged activity table `_seg_a` and the layer-range timeline `_seg_cpu_events` (see
+annotations.py). Writes temp table `_seg_graph(activity_id, layer, name)`.
+
+NVTX and record_function do not fire when a graph is replayed, but they do while it is captured: every
+kernel launch made during stream capture is a launch call with no GPU work of its own (its correlation id
+never shows on the GPU), made inside the layer ranges of that moment. One capture is the run of such
+launches on one thread; one replay is the set of activities sharing a cudaGraphLaunch. The i-th activity of
+a replay (in order of GPU start) is the node created by the i-th launch of the capture with as many
+launches, the latest one before the replay: it takes that launch's layer.
+"""
+
+from __future__ import annotations
+
+import duckdb
+
+LAUNCH_CALL = r"(?i)launchkernel|launchcooperativekernel|memcpy.*async|memset.*async"
+GRAPH_LAUNCH = r"(?i)graphlaunch"
+
+
+def assign(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
+    """Fill `_seg_graph` (empty when the trace holds no capture-time launches inside layer ranges)."""
+    con.execute("CREATE OR REPLACE TEMP TABLE _seg_graph (activity_id BIGINT, layer INTEGER, name VARCHAR)")
+    has_events = con.execute(
+        "SELECT count(*) FROM duckdb_tables() WHERE table_name = '_seg_cpu_events' AND temporary"
+    ).fetchall()[0][0]
+    if not has_events:
+        return
+    _captures(con, run_id)
+    _replays(con)
+    con.execute(
+        """
+        INSERT INTO _seg_graph
+        WITH matched AS (
+            SELECT r.replay, c.capture
+            FROM _seg_replays r ASOF JOIN _seg_capture_sizes c
+              ON r.rank = c.rank AND r.size = c.size AND r.launch_start > c.capture_end
+        )
+        SELECT r.activity_id, c.layer, c.label
+        FROM _seg_replay_nodes r JOIN matched m USING (replay)
+        JOIN _seg_capture_nodes c ON c.capture = m.capture AND c.position = r.position
+        WHERE c.layer IS NOT NULL
+        """
+    )
+
+
+def _captures(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
+    """`_seg_capture_nodes(capture, position, layer, label)` and `_seg_capture_sizes`: launches without GPU
+    work, grouped into runs per thread, each with the innermost layer range open at its call."""
+    con.execute(
+        """
+        CREATE OR REPLACE TEMP TABLE _seg_capture_nodes AS
+        WITH calls AS (
+            SELECT l.rank, l.pid, l.tid, l.launch_id, l.start_ns,
+                   regexp_matches(l.name, $launch) AND NOT EXISTS (
+                       SELECT 1 FROM gpu_activity g WHERE g.run_id = $run AND g.launch_id = l.launch_id
+                   ) AS orphan
+            FROM launches l WHERE l.run_id = $run
+        ), runs AS (
+            SELECT *, sum(CASE WHEN orphan THEN 0 ELSE 1 END) OVER (
+                       PARTITION BY rank, pid, tid ORDER BY start_ns, launch_id ROWS UNBOUNDED PRECEDING) AS run_no
+            FROM calls
+        ), orphans AS (
+            SELECT rank, pid, tid, launch_id, start_ns,
+                   dense_rank() OVER (ORDER BY rank, pid, tid, run_no) AS capture,
+                   row_number() OVER (PARTITION BY rank, pid, tid, run_no ORDER BY start_ns, launch_id) - 1
+                       AS position
+            FROM runs WHERE orphan
+        )
+        SELECT o.rank, o.capture, o.position, o.start_ns, e.layer, e.label
+        FROM orphans o
+        ASOF LEFT JOIN _seg_cpu_events e
+          ON o.rank = e.rank AND o.pid IS NOT DISTINCT FROM e.lane_a AND o.tid IS NOT DISTINCT FROM e.lane_b
+         AND o.start_ns >= e.t
+        """,
+        {"run": run_id, "launch": LAUNCH_CALL},
+    )
+    con.execute(
+        """
+        CREATE OR REPLACE TEMP TABLE _seg_capture_sizes AS
+        SELECT rank, capture, count(*) AS size, max(start_ns) AS capture_end
+        FROM _seg_capture_nodes GROUP BY rank, capture HAVING count(layer) > 0
+        """
+    )
+
+
+def _replays(con: duckdb.DuckDBPyConnection) -> None:
+    """`_seg_replay_nodes(replay, position, activity_id)` and `_seg_replays(replay, rank, size, launch_start)`."""
+    con.execute(
+        """
+        CREATE OR REPLACE TEMP TABLE _seg_replay_nodes AS
+        SELECT launch_id AS replay, activity_id,
+               row_number() OVER (PARTITION BY launch_id ORDER BY start_ns, activity_id) - 1 AS position
+        FROM _seg_a WHERE regexp_matches(l_name, $graph)
+        """,
+        {"graph": GRAPH_LAUNCH},
+    )
+    con.execute(
+        """
+        CREATE OR REPLACE TEMP TABLE _seg_replays AS
+        SELECT n.replay, any_value(a.rank) AS rank, count(*) AS size, any_value(a.l_start) AS launch_start
+        FROM _seg_replay_nodes n JOIN _seg_a a USING (activity_id) GROUP BY n.replay
+        """
+    )
