@@ -101,7 +101,7 @@ def load(con: duckdb.DuckDBPyConnection, source: Source, run_id: int, options: I
             rank, rank_from = _rank_of(array.metadata, trace_file, order, len(source.files))
             _read_events(con, array.path, trace_file)
             _check_not_empty(con, trace_file)
-            base_ns = _int_or_none(array.metadata.get("baseTimeNanoseconds")) or 0
+            base_ns = _int_or_none(array.metadata.get("baseTimeNanoseconds"), bits=64) or 0
             _insert_rows(con, run_id, rank, base_ns)
             _insert_rank(con, run_id, rank, rank_from, trace_file, array.metadata)
             _record_file_stats(con, run_id, rank, array)
@@ -484,10 +484,11 @@ def _insert_rank(
 
 def _rank_of(metadata: dict[str, Any], trace_file: Path, order: int, files: int) -> tuple[int, str]:
     info = metadata.get("distributedInfo")
-    if isinstance(info, dict) and _int_or_none(info.get("rank")) is not None:
-        return int(info["rank"]), "distributed_info"
+    rank = _int_or_none(info.get("rank")) if isinstance(info, dict) else None
+    if rank is not None:
+        return rank, "distributed_info"
     match = RANK_IN_FILE_NAME.search(trace_file.name)
-    if match:
+    if match and _int_or_none(match.group(1)) is not None:
         return int(match.group(1)), "file_name"
     return (order, "file_order") if files > 1 else (0, "default")
 
@@ -562,8 +563,10 @@ def _profiler_version(metadata: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
-def _int_or_none(value: Any) -> int | None:
+def _int_or_none(value: Any, bits: int = 32) -> int | None:
+    """`value` as an integer that fits a signed `bits`-bit column; None when missing, not a number or too big."""
     try:
-        return int(value)
-    except (TypeError, ValueError):
+        number = int(value)
+    except (TypeError, ValueError, OverflowError):
         return None
+    return number if -(2 ** (bits - 1)) <= number < 2 ** (bits - 1) else None
