@@ -92,7 +92,7 @@ def test_run_query_rejects_what_it_cannot_run(con: duckdb.DuckDBPyConnection) ->
         sqllib.run_query(con, "nope", {})
     with pytest.raises(UsageError, match="has no parameter 'steps'"):
         sqllib.run_query(con, "comm_overlap", {"steps": "1"})
-    with pytest.raises(UsageError, match="is not a INTEGER"):
+    with pytest.raises(UsageError, match="is not a valid INTEGER"):
         sqllib.run_query(con, "comm_overlap", {"step_from": "x"})
     with pytest.raises(UsageError, match="takes tables"):
         sqllib.run_query(con, "interval_union", {})

@@ -17,7 +17,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
-from . import api
+from . import api, sqllib
 from . import diff as diff_stage
 from .errors import TraceviewError, UsageError
 from .ingest import IngestOptions
@@ -201,6 +201,69 @@ def export(
 
 
 # --- end of pictures, report, export ---
+
+
+# --- SQL library: queries, query, overlap (issue 5) ---
+
+
+@app.command("queries")
+def list_queries(fmt: FormatOpt = Format.table) -> None:
+    """List the queries of the SQL library (queries/*.sql): name, parameters, what each answers."""
+    rows = [
+        {
+            "name": q.name,
+            "kind": q.kind,
+            "params": ", ".join(f"{p.name}={p.default}" for p in q.params),
+            "description": q.description,
+        }
+        for q in sqllib.list_queries()
+    ]
+    emit(render(rows, fmt))
+
+
+@app.command()
+def query(
+    database: DbArg,
+    name: Annotated[str, typer.Argument(help="Query name, e.g. layer_summary (see `traceview queries`).")],
+    param: Annotated[
+        list[str] | None, typer.Option("--param", "-p", help="Parameter NAME=VALUE (repeatable).", metavar="K=V")
+    ] = None,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Run one query of the SQL library, with its parameters bound as values."""
+    params = dict(_key_value(p) for p in param or ())
+    with api.connect(database) as con:
+        columns, rows = sqllib.run_query(con, name, params)
+    emit(render([dict(zip(columns, r, strict=True)) for r in rows], fmt, columns=columns))
+
+
+@app.command()
+def overlap(
+    database: DbArg,
+    run: Annotated[str | None, typer.Option("--run", help="Label (or id) of the run (default: every run).")] = None,
+    steps: Annotated[
+        str | None, typer.Option(help="Only these steps, e.g. 3-7 (default: the whole trace).", metavar="FIRST-LAST")
+    ] = None,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Compute/communication overlap per rank as HTA defines it: (comm ∩ compute) / comm, and the window it covers."""
+    with api.connect(database) as con:
+        rows = sqllib.overlap(con, run, sqllib.parse_steps(steps) if steps else None)
+    if fmt is not Format.json:
+        shown = ("label", "rank", "time_window", "window_us", "kernels", "comm_us", "compute_us", "overlap_us")
+        rows = [{k: r[k] for k in (*shown, "exposed_comm_us", "overlap_pct")} for r in rows]
+    windows = sorted({str(r["time_window"]) for r in rows}) or ["no kernels"]
+    emit(render(rows, fmt, title=f"compute/communication overlap per rank, over: {', '.join(windows)}"))
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise UsageError(None, f"bad --param {text!r}", "write --param NAME=VALUE, e.g. --param run=baseline")
+    return key.strip(), value
+
+
+# --- end of SQL library ---
 
 
 def _summary_row(summary: api.RunSummary) -> dict[str, object]:

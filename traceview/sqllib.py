@@ -90,13 +90,15 @@ def list_queries() -> list[QueryInfo]:
     return list(_library())
 
 
-def get_query(name: str) -> QueryInfo:
-    """The query called `name` (object name such as layer_metrics, or module name such as layers.metrics)."""
+def get_query(name: str, where: str | None = None) -> QueryInfo:
+    """The query called `name` (object name such as layer_metrics, or module name such as layers.metrics).
+
+    `where` names the database in the error message."""
     for info in _library():
         if name in (info.name, info.module):
             return info
     known = ", ".join(sorted(q.name for q in _library()))
-    raise UsageError(None, f"no query named {name!r}", f"choose one of: {known}")
+    raise UsageError(where, f"no query named {name!r}", f"choose one of: {known}")
 
 
 def library_sha256() -> str:
@@ -132,7 +134,9 @@ def ensure_installed(con: duckdb.DuckDBPyConnection) -> None:
     try:
         row = first_row(con.execute("SELECT value FROM traceview_meta WHERE key = ?", [_META_KEY]).fetchall())
     except duckdb.CatalogException as error:
-        raise DatabaseError(None, "not a traceview database", "ingest a trace with `traceview ingest`") from error
+        raise DatabaseError(
+            database_path(con), "not a traceview database", "ingest a trace with `traceview ingest`"
+        ) from error
     if row is not None and row[0] == library_sha256():
         return
     install(con, temporary=True)
@@ -146,11 +150,12 @@ def run_query(
     Returns (column names, rows). Values are bound as SQL parameters; only parameter names known from the
     query's header reach the SQL text.
     """
-    info = get_query(name)
+    where = database_path(con)
+    info = get_query(name, where)
     params = dict(params or {})
     if info.takes_tables:
         raise UsageError(
-            None,
+            where,
             f"{info.name} takes tables as arguments and is a building block for SQL",
             f"use it in SQL, e.g. {info.example}",
         )
@@ -158,10 +163,10 @@ def run_query(
     unknown = sorted(set(params) - set(known))
     if unknown:
         accepted = ", ".join(known) or "none"
-        raise UsageError(None, f"{info.name} has no parameter {unknown[0]!r}", f"its parameters: {accepted}")
+        raise UsageError(where, f"{info.name} has no parameter {unknown[0]!r}", f"its parameters: {accepted}")
     ensure_installed(con)
     names = list(params)
-    values = [_convert(info, known[k], params[k]) for k in names]
+    values = [_convert(info, known[k], params[k], where) for k in names]
     if info.kind == "view":
         sql = f"SELECT * FROM {info.name}"
     else:
@@ -170,12 +175,21 @@ def run_query(
     try:
         cursor = con.execute(sql, values)
     except duckdb.Error as error:
-        raise DatabaseError(None, f"query {info.name} failed ({error})", "check the parameters") from error
+        problem = str(error).splitlines()[0]
+        raise DatabaseError(where, f"query {info.name} failed ({problem})", "check the parameters") from error
     columns = [d[0] for d in cursor.description]
     return columns, cursor.fetchall()
 
 
-def _convert(info: QueryInfo, param: Param, value: Any) -> Any:
+def database_path(con: duckdb.DuckDBPyConnection) -> str | None:
+    """The file of the connection's database, for error messages; None in memory."""
+    row = first_row(
+        con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchall()
+    )
+    return row[0] if row and row[0] else None
+
+
+def _convert(info: QueryInfo, param: Param, value: Any, where: str | None) -> Any:
     """A user value (often text from the command line) as the Python type of the parameter."""
     if value is None or not isinstance(value, str):
         return value
@@ -186,7 +200,7 @@ def _convert(info: QueryInfo, param: Param, value: Any) -> Any:
         return cast(value)
     except ValueError as error:
         raise UsageError(
-            None, f"{info.name}: {param.name}={value!r} is not a {param.type}", f"give a {param.type} value"
+            where, f"{info.name}: {param.name}={value!r} is not a valid {param.type}", f"give a value of type {param.type}"
         ) from error
 
 
@@ -331,7 +345,9 @@ def overlap(
         ensure_installed(con)
         if not con.execute("FROM run_select(run := ?)", [run]).fetchall():
             labels = ", ".join(r[0] for r in con.execute("SELECT label FROM runs ORDER BY run_id").fetchall())
-            raise UsageError(None, f"no run {run!r} in the database", f"choose one of: {labels or 'none'}")
+            raise UsageError(
+                database_path(con), f"no run {run!r} in the database", f"choose one of: {labels or 'none'}"
+            )
     params: dict[str, Any] = {"run": run}
     if steps is not None:
         params |= {"step_from": steps[0], "step_to": steps[1]}
