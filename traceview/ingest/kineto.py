@@ -335,13 +335,13 @@ def _insert_rows(con: duckdb.DuckDBPyConnection, run_id: int, rank: int, base_ns
     con.execute(
         """
         CREATE OR REPLACE TEMP TABLE _x AS
-        SELECT *, CAST(round(ts * 1000) AS BIGINT) + $base AS start_ns,
-               CAST(round(ts * 1000) AS BIGINT) + $base + greatest(CAST(round(coalesce(dur, 0) * 1000) AS BIGINT), 0)
-                   AS end_ns
+        SELECT *, TRY_CAST(round(ts * 1000) + $base AS BIGINT) AS start_ns,
+               TRY_CAST(round(ts * 1000) + $base + greatest(round(coalesce(dur, 0) * 1000), 0) AS BIGINT) AS end_ns
         FROM _ev WHERE keep AND ph = 'X' AND ts IS NOT NULL
         """,
         {"base": base_ns},
     )
+    _drop_out_of_range(con, run_id, rank)
     gpu_kinds = "CASE cat " + " ".join(f"WHEN '{c}' THEN '{k}'" for c, k in GPU_KINDS.items()) + " END"
     common.short_names_table(con, f"SELECT name FROM _x WHERE cat IN ({_sql_list(GPU_KINDS)})")
     con.execute(
@@ -416,6 +416,22 @@ def _insert_rows(con: duckdb.DuckDBPyConnection, run_id: int, rank: int, base_ns
         """,
         params,
     )
+
+
+def _drop_out_of_range(con: duckdb.DuckDBPyConnection, run_id: int, rank: int) -> None:
+    """Drop (and count) events of _x whose start or end in ns does not fit a BIGINT, such as ts 1e20."""
+    n = con.execute("SELECT count(*) FROM _x WHERE start_ns IS NULL OR end_ns IS NULL").fetchall()[0][0]
+    if n:
+        con.execute("DELETE FROM _x WHERE start_ns IS NULL OR end_ns IS NULL")
+        common.add_stat(
+            con,
+            run_id,
+            rank,
+            "time_out_of_range",
+            "data_loss",
+            n,
+            "events whose start or end in ns overflows (dropped)",
+        )
 
 
 _COMM_OP_FROM_COLLECTIVE = """
