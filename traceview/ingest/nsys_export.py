@@ -197,8 +197,14 @@ def stage(
                 con.execute(create.format("_nsys_stream"))
             finally:
                 con.unregister("_nsys_stream")
-    except adbc_driver_manager.ProgrammingError:
-        raise
+    except adbc_driver_manager.ProgrammingError as error:
+        if "malformed" in str(error):
+            raise _damaged(export.shown, error) from error
+        raise BadInputError(
+            export.shown,
+            f"the export's tables are not laid out as traceview expects ({_first_line(error)})",
+            "export the report with nsys 2022.4 to 2026.x, or report the nsys version that wrote it",
+        ) from error
     except READ_ERRORS as error:
         raise _damaged(export.shown, error) from error
 
