@@ -98,7 +98,8 @@ def test_timeline_of_some_layers(dbs: tuple[Path, Path]) -> None:
     # Exactly the activities of layers 1 and 2: the gap between layers holds no kernel.
     assert sum(_activity_paths(figure).values()) == 2 * layered_db.KERNELS_PER_LAYER
     span_us = 2 * layered_db.LAYER_US + layered_db.LAYER_GAP_US
-    assert figure.axes[0].get_xlim() == pytest.approx((0, span_us))
+    pad = span_us * plot.X_MARGIN
+    assert figure.axes[0].get_xlim() == pytest.approx((-pad, span_us + pad))
     assert "layers L1–L2" in figure.axes[0].get_title()
 
 

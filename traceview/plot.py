@@ -38,6 +38,7 @@ FASTER_COLOR, SLOWER_COLOR = "#1E7B34", EXPOSED_COLOR
 FIGSIZE = (12.0, 6.75)  # 16:9, readable on a slide
 FONT = {"title": 15, "label": 13, "tick": 11, "legend": 11}
 FORMATS = ("png", "svg", "pdf")
+X_MARGIN = 0.005  # of the timeline window, on each side
 
 
 def category_color(category: str) -> str:
@@ -106,7 +107,8 @@ def timeline_figure(data: TimelineData) -> Figure:
         )
     ax.set_yticks(range(rows), [lane.label for lane in data.lanes] + (["exposed comm"] if has_comm else []))
     ax.set_ylim(rows - 0.5, -0.5)
-    ax.set_xlim(0, max(data.window_us, 1e-3))
+    pad = max(data.window_us, 1e-3) * X_MARGIN  # so that a kernel at either edge is not hidden by the axis
+    ax.set_xlim(-pad, max(data.window_us, 1e-3) + pad)
     ax.xaxis.set_major_formatter(StrMethodFormatter("{x:,.0f}"))
     start = "step start" if data.window_start_ns == data.step.start_ns else f"start of L{data.layers[0].layer}"
     _style(ax, f"time since {start} (µs)", "")
@@ -214,7 +216,7 @@ def diff_figure(layers: Sequence[Row], summary: Row) -> Figure:
     small = len(layers) > 16
     for xi, row, a, b in zip(x, layers, span_a, span_b, strict=True):
         ratio = row.get("speedup")
-        text = "–" if ratio is None else f"{ratio:.2f}x"
+        text = f"{ratio:.2f}x" if ratio is not None else "only in A" if a else "only in B" if b else "–"
         color = "#555555" if ratio is None else FASTER_COLOR if ratio >= 1 else SLOWER_COLOR
         ax.text(
             xi,
