@@ -200,7 +200,9 @@ def _convert(info: QueryInfo, param: Param, value: Any, where: str | None) -> An
         return cast(value)
     except ValueError as error:
         raise UsageError(
-            where, f"{info.name}: {param.name}={value!r} is not a valid {param.type}", f"give a value of type {param.type}"
+            where,
+            f"{info.name}: {param.name}={value!r} is not a valid {param.type}",
+            f"give a value of type {param.type}",
         ) from error
 
 
