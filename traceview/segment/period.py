@@ -35,6 +35,7 @@ REGULAR_TOLERANCE = 0.25  # a gap within 25% of the code's median gap counts as 
 REGULAR_SHARE = 0.5  # share of a code's gaps that must be regular
 ACCEPT_PRECISION = 0.5  # share of the segment's kernels found in the unit
 ACCEPT_RECALL = 0.5  # share of the unit's kernels found in the segment
+OTHER_KIND_RECALL = 0.25  # the same, for a layer of another kind that opens like the unit
 NEAR_TIE = 0.85  # a shorter period wins when it covers at least this share of the best coverage
 MAX_CANDIDATES = 8
 MIN_COVERAGE = 0.2
@@ -252,15 +253,30 @@ def similarity(codes: np.ndarray, bounds: np.ndarray, unit: np.ndarray) -> tuple
 
 
 def _accepted(codes: np.ndarray, bounds: np.ndarray, unit: np.ndarray) -> list[LayerSpan]:
+    """The segments that are layers: alike in kernels to the unit, or - a layer of another kind, such as a
+    dense layer before MoE ones - opening like the unit and directly followed by a layer."""
     if len(bounds) == 0:
         return []
     precision, recall = similarity(codes, bounds, unit)
-    ok = (precision >= ACCEPT_PRECISION) & (recall >= ACCEPT_RECALL)
+    alike = (precision >= ACCEPT_PRECISION) & (recall >= ACCEPT_RECALL)
+    opens = _opening_match(codes, bounds[:, 0], unit) >= max(3, len(_opening(unit)))
+    other_kind = opens & (precision >= ACCEPT_PRECISION) & (recall >= OTHER_KIND_RECALL)
+    ok = alike.copy()
+    for i in range(len(bounds) - 2, -1, -1):  # one step per layer, walking back from the end
+        ok[i] |= other_kind[i] and ok[i + 1] and bounds[i, 1] == bounds[i + 1, 0]
     return [
         LayerSpan(int(s), int(e), round(float(p), 4))
         for (s, e), p, good in zip(bounds, precision, ok, strict=True)
         if good
     ]
+
+
+def _opening_match(codes: np.ndarray, starts: np.ndarray, unit: np.ndarray, longest: int = 16) -> np.ndarray:
+    """For each start, how many kernels from there equal the unit's first kernels (up to `longest`)."""
+    k = min(longest, len(unit))
+    idx = starts[:, None] + np.arange(k)[None, :]
+    equal = (idx < len(codes)) & (codes[np.clip(idx, 0, len(codes) - 1)] == unit[None, :k])
+    return np.where(equal.all(axis=1), k, np.argmin(equal, axis=1))
 
 
 def _extend_left(codes: np.ndarray, spans: list[LayerSpan], unit: np.ndarray) -> list[LayerSpan]:
@@ -279,7 +295,7 @@ def _extend_left(codes: np.ndarray, spans: list[LayerSpan], unit: np.ndarray) ->
         if start >= end:
             continue
         precision, recall = similarity(codes, np.array([[start, end]]), unit)
-        if precision[0] < ACCEPT_PRECISION or recall[0] < ACCEPT_RECALL:
+        if precision[0] < ACCEPT_PRECISION or recall[0] < OTHER_KIND_RECALL:
             break
         found.insert(0, LayerSpan(int(start), int(end), round(float(precision[0]), 4)))
         end = int(start)
