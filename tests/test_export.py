@@ -80,9 +80,12 @@ def test_export_holds_every_activity_step_and_layer(db: Path, tmp_path: Path) ->
     assert trace["otherData"]["clock_zero_ns"] == t0 and trace["displayTimeUnit"] == "ns"
 
 
-def test_small_batches_and_gzip_give_the_same_events(db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_small_batches_slices_and_gzip_give_the_same_events(
+    db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     whole = _load(Path(api.export(db, tmp_path / "whole.json").path))
     monkeypatch.setattr(export, "BATCH_ROWS", 7)
+    monkeypatch.setattr(export, "SLICE_IDS", 5)
     batched = _load(Path(api.export(db, tmp_path / "batched.json.gz").path))
     assert batched == whole
     assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]

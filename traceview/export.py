@@ -26,7 +26,8 @@ from .diff import RunRef
 from .version import __version__
 
 STEPS_TID, LAYERS_TID, FIRST_STREAM_TID = 1, 2, 10
-BATCH_ROWS = 50_000
+BATCH_ROWS = 50_000  # rows fetched from DuckDB at a time
+SLICE_IDS = 500_000  # activity ids per sorted slice of GPU work
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,8 @@ FROM layers l LEFT JOIN layer_metrics m USING (run_id, rank, step, layer)
 WHERE l.run_id = $run AND ($rank IS NULL OR l.rank = $rank)
 """
 
-# GPU work: one complete event per kernel, memcpy and memset, on its stream's track, in time order.
+# GPU work: one complete event per kernel, memcpy and memset, on its stream's track, in time order. Read in
+# slices of activity_id (which follows start time), so that sorting never holds more than one slice.
 _ACTIVITIES = f"""
 WITH _tracks AS ({_TRACKS})
 SELECT json_object('ph', 'X', 'pid', g.rank + 1, 'tid', t.tid, 'cat', g.category, 'name', g.short_name,
@@ -112,7 +114,7 @@ SELECT json_object('ph', 'X', 'pid', g.rank + 1, 'tid', t.tid, 'cat', g.category
 FROM gpu_activity g
 JOIN _tracks t ON t.rank = g.rank AND t.device_id IS NOT DISTINCT FROM g.device_id
               AND t.stream_id IS NOT DISTINCT FROM g.stream_id
-WHERE g.run_id = $run AND ($rank IS NULL OR g.rank = $rank)
+WHERE g.run_id = $run AND ($rank IS NULL OR g.rank = $rank) AND g.activity_id >= $lo AND g.activity_id < $hi
 ORDER BY g.start_ns, g.activity_id
 """
 
@@ -136,8 +138,10 @@ def write_chrome_trace(ref: RunRef, path: str | Path, rank: int | None = None) -
         with _open(tmp) as out:
             out.write(json.dumps(header)[:-1] + ', "traceEvents": [\n')
             first = True
-            for part, sql in (("metadata", _METADATA), ("segments", _SEGMENTS), ("activities", _ACTIVITIES)):
-                for batch in _batches(ref, sql, params):
+            queries = [("metadata", _METADATA, params), ("segments", _SEGMENTS, params)]
+            queries += [("activities", _ACTIVITIES, {**params, **bounds}) for bounds in _slices(ref)]
+            for part, sql, values in queries:
+                for batch in _batches(ref, sql, values):
                     out.write(("" if first else ",\n") + ",\n".join(batch))
                     first = False
                     counts[part] += len(batch)
@@ -161,6 +165,19 @@ def _open(path: Path) -> IO[str]:
     if path.name.removesuffix(".tmp").endswith(".gz"):
         return gzip.open(path, "wt", encoding="utf-8", compresslevel=6)
     return path.open("w", encoding="utf-8")
+
+
+def _slices(ref: RunRef) -> list[dict[str, int]]:
+    """[lo, hi) ranges of activity_id of SLICE_IDS ids each, covering the run."""
+    row = first_row(
+        ref.con.execute(
+            "SELECT min(activity_id), max(activity_id) FROM gpu_activity WHERE run_id = ?", [ref.run_id]
+        ).fetchall()
+    )
+    if row is None or row[0] is None:
+        return []
+    first, last = int(row[0]), int(row[1])
+    return [{"lo": lo, "hi": lo + SLICE_IDS} for lo in range(first, last + 1, SLICE_IDS)]
 
 
 def _batches(ref: RunRef, sql: str, params: dict[str, Any]) -> Any:
