@@ -21,6 +21,7 @@ from .version import __version__
 
 Row = dict[str, Any]
 MAX_STEP_ROWS = 200
+FOLD_ROWS = 20  # longer tables start folded (<details>)
 
 _CSS = """
 body { font: 15px/1.45 system-ui, -apple-system, 'Segoe UI', sans-serif; margin: 2em auto; max-width: 1250px;
@@ -32,8 +33,10 @@ h2 { border-bottom: 1px solid #d0d7de; padding-bottom: 0.2em; margin-top: 2em; }
 table { border-collapse: collapse; margin: 0.6em 0 1.2em; font-size: 0.9em; }
 th, td { border: 1px solid #d0d7de; padding: 3px 8px; }
 th { background: #f6f8fa; text-align: left; }
+td { max-width: 32em; overflow-wrap: anywhere; }
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .wide { overflow-x: auto; }
+summary { cursor: pointer; font-weight: 600; margin: 0.6em 0; }
 caption { text-align: left; font-weight: 600; padding: 0.3em 0; }
 img { max-width: 100%; height: auto; border: 1px solid #d0d7de; margin: 0.4em 0 1em; }
 .swatch { display: inline-block; width: 0.9em; height: 0.9em; vertical-align: -0.1em; margin: 0 0.25em 0 0.8em; }
@@ -151,8 +154,8 @@ def _img(figure: Any, alt: str) -> str:
     return f'<img alt="{_e(alt)}" src="data:image/png;base64,{data}">'
 
 
-def table(rows: Sequence[Row], caption: str) -> str:
-    """An HTML table of `rows` (columns of the first row), numbers right-aligned."""
+def table(rows: Sequence[Row], caption: str, fold_after: int = FOLD_ROWS) -> str:
+    """An HTML table of `rows` (columns of the first row), numbers right-aligned; folded when it is long."""
     if not rows:
         return f'<p class="note">{_e(caption)}: none.</p>'
     names = list(rows[0])
@@ -165,9 +168,13 @@ def table(rows: Sequence[Row], caption: str) -> str:
             for n in names
         )
         body.append(f"<tr>{cells}</tr>")
-    return (
-        f"<table><caption>{_e(caption)}</caption><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    html_table = (
+        f'<div class="wide"><table><caption>{_e(caption)}</caption><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(body)}</tbody></table></div>"
     )
+    if len(rows) <= fold_after:
+        return html_table
+    return f"<details><summary>{_e(caption)} ({len(rows)} rows)</summary>{html_table}</details>"
 
 
 def _is_number(value: Any) -> bool:
