@@ -98,3 +98,15 @@ def test_pictures_are_written(samples: dict[str, Path], tmp_path: Path) -> None:
         out = api.plot(samples["eager"], tmp_path / f"{kind}.png", kind, other=other)
         assert out.read_bytes()[:4] == b"\x89PNG" and out.stat().st_size > 20_000
     assert plot.image_format(out) == "png"
+
+
+def test_report_names_the_method_of_each_run_and_the_layer_mismatch(samples: dict[str, Path], tmp_path: Path) -> None:
+    page = api.report(samples["eager"], tmp_path / "r.html", other=samples["graph"]).read_text(encoding="utf-8")
+    methods = {name: {r[0] for r in _rows(db, "SELECT DISTINCT method FROM layers")} for name, db in samples.items()}
+    assert methods["eager"] == {"annotation"}
+    for method in methods["eager"] | methods["graph"]:
+        assert f"<td>{method}</td>" in page
+    layers = {name: _rows(db, "SELECT count(DISTINCT layer) FROM layers")[0][0] for name, db in samples.items()}
+    if layers["eager"] != layers["graph"]:
+        assert "note: layer count differs" in page
+    assert page.count('src="data:image/png;base64,') == 5
