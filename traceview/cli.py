@@ -312,7 +312,7 @@ class _progress:
 def main() -> None:
     """Entry point: run the app, turning library errors into one line and an exit code."""
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)  # a command's typer.Exit(n) comes back as n
     except TraceviewError as error:
         if _state["debug"]:
             raise
@@ -324,6 +324,8 @@ def main() -> None:
     except Exception as error:  # click usage errors arrive here in non-standalone mode
         _exit_on_click_error(error)
         raise
+    if isinstance(code, int) and code:
+        sys.exit(code)
 
 
 def _exit_on_click_error(error: Exception) -> None:
