@@ -12,10 +12,14 @@ replay (one cudaGraphLaunch whose correlation all kernels share).
 
 from __future__ import annotations
 
+import gzip
+import json
 import random
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from kineto_builder import KinetoTrace
 
@@ -131,32 +135,64 @@ def write_trace(
     graph: bool = False,
     profiler_steps: bool = True,
     sequences: Sequence[Sequence[str]] | None = None,
+    step_name: str = "ProfilerStep#{step}",
+    layer_name: str = "model.layers.{layer}",
+    capture: bool = False,
+    gpu_annotations: bool = False,
+    layer_cat: str = "user_annotation",
 ) -> StepTrace:
-    """Write `steps` steps of `model` (or the given name `sequences`, one per step) as a Kineto trace."""
+    """Write `steps` steps of `model` (or the given name `sequences`, one per step) as a Kineto trace.
+
+    annotate: a `layer_name` record_function range around each layer's launches. graph: each step is one
+    cudaGraphLaunch; with capture, the graph's capture is recorded first (annotated launches, no kernels).
+    gpu_annotations: gpu_user_annotation ranges over each layer's kernels (and no CPU layer ranges).
+    """
     trace = KinetoTrace()
     out = StepTrace(path)
+    if capture:
+        assert model is not None
+        names, truth = model.step(0)
+        _emit(trace, names, truth, Emit(annotate=True, layer_name=layer_name, capture=True))
+        trace.cpu_ts += 50
     for step in range(steps):
         if sequences is not None:
             names, truth = list(sequences[step]), [None] * len(sequences[step])
         else:
             assert model is not None
-            names, truth = model.step(step)
+            names, truth = model.step(0 if capture else step)
         out.steps.append((names, truth))
+        how = Emit(annotate and not graph, graph, layer_name, gpu=gpu_annotations, layer_cat=layer_cat)
         if profiler_steps:
-            with trace.cpu_range(f"ProfilerStep#{step}"):
-                _emit(trace, names, truth, annotate, graph)
+            with trace.cpu_range(step_name.format(step=step)):
+                _emit(trace, names, truth, how)
         else:
-            _emit(trace, names, truth, annotate, graph)
+            _emit(trace, names, truth, how)
         trace.cpu_ts += 50
+        trace.gpu_ts += 100
     trace.write(path)
     return out
 
 
-def _emit(trace: KinetoTrace, names: list[str], truth: list[int | None], annotate: bool, graph: bool) -> None:
-    if graph:
+@dataclass(frozen=True)
+class Emit:
+    """How one step's kernels are written."""
+
+    annotate: bool = False
+    graph: bool = False
+    layer_name: str = "model.layers.{layer}"
+    capture: bool = False
+    gpu: bool = False
+    layer_cat: str = "user_annotation"
+
+
+def _emit(trace: KinetoTrace, names: list[str], truth: list[int | None], how: Emit) -> None:
+    if how.graph:
         correlation = trace.launch("cudaGraphLaunch")
         for name in names:
             trace.kernel(name, correlation, dur_us=2.0)
+        return
+    if how.gpu:
+        _emit_gpu_annotated(trace, names, truth, how.layer_name)
         return
     i = 0
     while i < len(names):
@@ -164,11 +200,89 @@ def _emit(trace: KinetoTrace, names: list[str], truth: list[int | None], annotat
         j = i
         while j < len(names) and truth[j] == layer:
             j += 1
-        if annotate and layer is not None:
-            with trace.cpu_range(f"model.layers.{layer}"):
-                for name in names[i:j]:
-                    trace.launch_kernel(name, dur_us=2.0)
+        if how.annotate and layer is not None:
+            with trace.cpu_range(how.layer_name.format(layer=layer), how.layer_cat):
+                _launch_all(trace, names[i:j], how.capture)
         else:
-            for name in names[i:j]:
-                trace.launch_kernel(name, dur_us=2.0)
+            _launch_all(trace, names[i:j], how.capture)
         i = j
+
+
+def _launch_all(trace: KinetoTrace, names: list[str], capture: bool) -> None:
+    for name in names:
+        if capture:
+            trace.launch()  # recorded into the graph: no kernel runs
+        else:
+            trace.launch_kernel(name, dur_us=2.0)
+
+
+def _emit_gpu_annotated(trace: KinetoTrace, names: list[str], truth: list[int | None], layer_name: str) -> None:
+    """Kernels with gpu_user_annotation ranges over each layer's kernels on their stream."""
+    open_layer: tuple[int, float] | None = None
+    for name, layer in zip(names, truth, strict=True):
+        if open_layer and open_layer[0] != layer:
+            _gpu_range(trace, layer_name.format(layer=open_layer[0]), open_layer[1], trace.gpu_ts)
+            open_layer = None
+        trace.launch_kernel(name, dur_us=2.0)
+        if layer is not None and open_layer is None:
+            open_layer = (layer, trace.gpu_ts - 2.0)
+    if open_layer:
+        _gpu_range(trace, layer_name.format(layer=open_layer[0]), open_layer[1], trace.gpu_ts)
+
+
+def _gpu_range(trace: KinetoTrace, name: str, start: float, end: float) -> None:
+    trace.events.append(
+        {
+            "ph": "X",
+            "cat": "gpu_user_annotation",
+            "name": name,
+            "pid": 0,
+            "tid": 7,
+            "ts": start - 0.5,
+            "dur": end - start + 1.0,
+            "args": {"device": 0, "stream": 7},
+        }
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Independent reference: kernels per (step, layer) counted in plain Python over a Kineto JSON trace.
+
+LAUNCH_CATS = {"cuda_runtime", "cuda_driver", "hip_runtime", "hip_driver", "runtime"}
+
+
+def reference_layer_counts(path: Path, layer_regex: str = r"^model\.layers\.(\d+)$") -> dict[tuple[int, int], int]:
+    """{(step, layer): kernels} from the JSON alone: a kernel's launch (same correlation id) lies inside a
+    ProfilerStep range and inside the innermost layer range of its own thread (the one starting last)."""
+    events = _events(path)
+    pattern = re.compile(layer_regex)
+    steps = sorted((e["ts"], e["ts"] + e["dur"]) for e in events if e.get("name", "").startswith("ProfilerStep#"))
+    layers: dict[tuple[Any, Any], list[tuple[float, float, int]]] = {}
+    for e in events:
+        match = pattern.search(e.get("name", "")) if e.get("cat") == "user_annotation" else None
+        if match:
+            layers.setdefault((e["pid"], e["tid"]), []).append((e["ts"], e["ts"] + e["dur"], int(match.group(1))))
+    launches = {
+        e["args"]["correlation"]: e
+        for e in events
+        if e.get("cat") in LAUNCH_CATS and "correlation" in e.get("args", {})
+    }
+    counts: dict[tuple[int, int], int] = {}
+    for e in events:
+        if e.get("cat") != "kernel" or e.get("args", {}).get("correlation") not in launches:
+            continue
+        launch = launches[e["args"]["correlation"]]
+        t = launch["ts"]
+        step = next((i for i, (lo, hi) in enumerate(steps) if lo <= t < hi), None)
+        inside = [r for r in layers.get((launch["pid"], launch["tid"]), []) if r[0] <= t < r[1]]
+        if step is None or not inside:
+            continue
+        layer = max(inside, key=lambda r: (r[0], -r[1]))[2]
+        counts[(step, layer)] = counts.get((step, layer), 0) + 1
+    return counts
+
+
+def _events(path: Path) -> list[dict[str, Any]]:
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rt") as handle:
+        return json.load(handle)["traceEvents"]

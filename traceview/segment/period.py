@@ -36,7 +36,7 @@ REGULAR_SHARE = 0.5  # share of a code's gaps that must be regular
 ACCEPT_PRECISION = 0.5  # share of the segment's kernels found in the unit
 ACCEPT_RECALL = 0.5  # share of the unit's kernels found in the segment
 OTHER_KIND_RECALL = 0.25  # the same, for a layer of another kind that opens like the unit
-NEAR_TIE = 0.85  # a shorter period wins when it covers at least this share of the best coverage
+NEAR_TIE = 0.97  # a shorter period wins when it covers at least this share of the best coverage
 MAX_CANDIDATES = 8
 MIN_COVERAGE = 0.2
 EXACT_OR_CONFIDENT = 0.9  # without two identical layers, the mean confidence a fit needs
@@ -142,7 +142,7 @@ def _fit(codes: np.ndarray, stats: _CodeStats, period: int, min_layers: int) -> 
     if anchor is None:
         return None
     marks = np.flatnonzero(codes == anchor)
-    unit_start, unit_len, copies = _unit(codes, marks)
+    unit_start, unit_len, copies = _unit(codes, marks, period)
     unit = codes[unit_start : unit_start + unit_len]
     shift = _phase(codes, marks, unit)
     starts = marks - shift
@@ -154,8 +154,8 @@ def _fit(codes: np.ndarray, stats: _CodeStats, period: int, min_layers: int) -> 
         return None
     covered = sum(s.end - s.start for s in spans)
     confidence = float(np.mean([s.confidence for s in spans]))
-    if copies < 2 and confidence < EXACT_OR_CONFIDENT:
-        return None  # nothing repeats exactly and the layers only look alike: no structure
+    if copies < 2 and _order_confidence(codes, spans, rotated) < EXACT_OR_CONFIDENT:
+        return None  # no two layers are identical and their kernels do not follow each other alike
     return PeriodFit(tuple(spans), unit_len, covered / len(codes), confidence)
 
 
@@ -177,11 +177,12 @@ def _anchor(codes: np.ndarray, stats: _CodeStats, period: int) -> int | None:
     return best
 
 
-def _unit(codes: np.ndarray, marks: np.ndarray) -> tuple[int, int, int]:
-    """Start, length and copies of the most common anchor-to-anchor segment (the unit, anchor first)."""
+def _unit(codes: np.ndarray, marks: np.ndarray, period: int) -> tuple[int, int, int]:
+    """Start, length and copies of the most common anchor-to-anchor segment (the unit, anchor first);
+    among equally common lengths, the one nearest the candidate period (the median gap)."""
     gaps = np.diff(marks)
     values, counts = np.unique(gaps, return_counts=True)
-    length = int(values[np.argmax(counts)])
+    length = int(max(zip(counts, -np.abs(values - period), values, strict=True))[2])
     seen: dict[bytes, list[int]] = {}
     for i in np.flatnonzero(gaps == length):  # one entry per layer
         seen.setdefault(codes[marks[i] : marks[i] + length].tobytes(), []).append(int(marks[i]))
@@ -269,6 +270,19 @@ def _accepted(codes: np.ndarray, bounds: np.ndarray, unit: np.ndarray) -> list[L
         for (s, e), p, good in zip(bounds, precision, ok, strict=True)
         if good
     ]
+
+
+def _order_confidence(codes: np.ndarray, spans: list[LayerSpan], unit: np.ndarray) -> float:
+    """Mean share of each layer's consecutive kernel pairs found in the unit: kernels in the same order, not
+    merely the same kernels (long stretches of unrelated kernels share their multiset, not their pairs)."""
+    if len(unit) < 2:
+        return 0.0
+    k = int(codes.max()) + 1
+    pairs = codes[:-1] * k + codes[1:]
+    unit_pairs = unit[:-1] * k + unit[1:]
+    bounds = np.array([[s.start, max(s.start, s.end - 1)] for s in spans])
+    precision, _ = similarity(pairs, bounds, unit_pairs)
+    return float(np.mean(precision))
 
 
 def _opening_match(codes: np.ndarray, starts: np.ndarray, unit: np.ndarray, longest: int = 16) -> np.ndarray:

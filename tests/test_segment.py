@@ -1,0 +1,224 @@
+"""Segmentation end to end on synthetic Kineto traces: steps, layers by annotation, CUDA graph and period."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from segment_fixtures import Model, random_names, reference_layer_counts, write_trace
+
+import traceview
+from traceview.segment import Method, SegmentOptions
+from traceview.segment.annotation import parse_layer_name
+from traceview.segment.steps import phase_of
+
+
+def layer_counts(db: Path) -> dict[tuple[int, int], int]:
+    with traceview.connect(db) as con:
+        return {(s, layer): k for s, layer, k in con.execute("SELECT step, layer, kernels FROM layers").fetchall()}
+
+
+def truth_counts(trace, steps: range) -> dict[tuple[int, int], int]:
+    return {(s, layer): n for s in steps for layer, n in trace.kernels_per_layer(s).items()}
+
+
+def methods(db: Path) -> set[str]:
+    with traceview.connect(db) as con:
+        return {r[0] for r in con.execute("SELECT DISTINCT method FROM layers").fetchall()}
+
+
+def test_annotated_layers_match_an_independent_count_over_the_json(tmp_path: Path, db_path: Path) -> None:
+    trace = write_trace(tmp_path / "t.json.gz", Model(layers=6, dense=1, expert_loop=True), steps=3, annotate=True)
+    traceview.ingest([trace.path], db_path)
+    reference = reference_layer_counts(trace.path)
+    assert layer_counts(db_path) == reference == truth_counts(trace, range(3))
+    assert methods(db_path) == {"annotation"}
+    with traceview.connect(db_path) as con:
+        # every kernel of a layer row carries its step and layer; the rest have layer NULL
+        assert con.execute(
+            "SELECT count(*) FROM gpu_activity WHERE kind = 'kernel' AND layer IS NOT NULL"
+        ).fetchall() == [(sum(reference.values()),)]
+        assert con.execute("SELECT min(confidence), count(DISTINCT name) FROM layers").fetchall() == [(1.0, 6)]
+
+
+def test_steps_from_profiler_step_ranges(tmp_path: Path, db_path: Path) -> None:
+    trace = write_trace(tmp_path / "t.json.gz", Model(layers=3), steps=4)
+    traceview.ingest([trace.path], db_path)
+    with traceview.connect(db_path) as con:
+        rows = con.execute("SELECT step, name, method, phase, warmup FROM steps ORDER BY step").fetchall()
+        kernels = con.execute("SELECT step, count(*) FROM gpu_activity GROUP BY step ORDER BY step").fetchall()
+    assert rows == [(i, f"ProfilerStep#{i}", "annotation", "unknown", False) for i in range(4)]
+    assert kernels == [(i, len(trace.steps[i][0])) for i in range(4)]
+
+
+def test_vllm_step_names_give_phase_and_warmup_names_are_marked(tmp_path: Path, db_path: Path) -> None:
+    trace = write_trace(
+        tmp_path / "t.json.gz",
+        Model(layers=2),
+        steps=2,
+        step_name="execute_context_{step}(16)_generation_1(1)",
+        profiler_steps=True,
+    )
+    traceview.ingest([trace.path], db_path)
+    with traceview.connect(db_path) as con:
+        assert con.execute("SELECT step, phase, method FROM steps ORDER BY step").fetchall() == [
+            (0, "decode", "annotation"),
+            (1, "unknown", "annotation"),
+        ]
+    assert phase_of("execute_context_1(512)_generation_0(0)") == "prefill"
+    assert phase_of("decode_step_3") == "decode"
+    assert phase_of("warmup prefill 2") == "prefill"
+
+
+def test_nvtx_like_step_names_match_the_default_step_pattern(tmp_path: Path, db_path: Path) -> None:
+    trace = write_trace(tmp_path / "t.json.gz", Model(layers=2), steps=3, step_name="warmup_decode_step_{step}")
+    traceview.ingest([trace.path], db_path)
+    with traceview.connect(db_path) as con:
+        rows = con.execute("SELECT step, method, phase, warmup FROM steps ORDER BY step").fetchall()
+    assert rows == [(i, "pattern", "decode", True) for i in range(3)]
+
+
+def test_step_pattern_option_wins(tmp_path: Path, db_path: Path) -> None:
+    trace = write_trace(tmp_path / "t.json.gz", Model(layers=2), steps=2, step_name="tok{step}")
+    traceview.ingest([trace.path], db_path, segment_options=SegmentOptions(step_pattern=r"^tok\d+$"))
+    with traceview.connect(db_path) as con:
+        assert con.execute("SELECT count(*), any_value(method) FROM steps").fetchall() == [(2, "pattern")]
+
+
+def test_steps_from_the_repetition_of_the_whole_sequence(tmp_path: Path, db_path: Path) -> None:
+    trace = write_trace(tmp_path / "t.json.gz", Model(layers=4, dense=1), steps=4, profiler_steps=False)
+    traceview.ingest([trace.path], db_path)
+    with traceview.connect(db_path) as con:
+        steps = con.execute("SELECT step, method FROM steps ORDER BY step").fetchall()
+        sizes = con.execute("SELECT count(*) FROM gpu_activity GROUP BY step ORDER BY step").fetchall()
+    assert steps == [(i, "period") for i in range(4)]
+    assert [s[0] for s in sizes] == [len(trace.steps[i][0]) for i in range(4)]
+    assert layer_counts(db_path) == truth_counts(trace, range(4))
+
+
+def test_no_structure_writes_no_layers_and_says_so(tmp_path: Path, db_path: Path) -> None:
+    trace = write_trace(tmp_path / "t.json.gz", sequences=[random_names(300, seed=s) for s in range(2)], steps=2)
+    summary = traceview.ingest([trace.path], db_path)
+    assert summary.steps == 2 and summary.layers == 0
+    report = traceview.layers(db_path)
+    assert report.instances == []
+    assert any("no repeating kernel structure in 2 step(s)" in note for note in report.notes)
+
+
+def test_one_unannotated_trace_without_steps_is_one_whole_step(tmp_path: Path, db_path: Path) -> None:
+    trace = write_trace(tmp_path / "t.json.gz", sequences=[random_names(200)], steps=1, profiler_steps=False)
+    traceview.ingest([trace.path], db_path)
+    with traceview.connect(db_path) as con:
+        assert con.execute("SELECT step, method FROM steps").fetchall() == [(0, "whole")]
+        assert con.execute("SELECT count(*) FROM gpu_activity WHERE step IS NULL").fetchall() == [(0,)]
+
+
+def test_cuda_graph_replay_without_annotations_is_segmented_by_period(tmp_path: Path, db_path: Path) -> None:
+    trace = write_trace(tmp_path / "t.json.gz", Model(layers=8, dense=1), steps=3, graph=True)
+    traceview.ingest([trace.path], db_path)
+    assert layer_counts(db_path) == truth_counts(trace, range(3))
+    assert methods(db_path) == {"period"}
+    with traceview.connect(db_path) as con:
+        assert con.execute("SELECT count(*) FROM layers WHERE name IS NOT NULL").fetchall() == [(0,)]
+
+
+def test_cuda_graph_captured_inside_layer_ranges_maps_replays_to_layers(tmp_path: Path, db_path: Path) -> None:
+    model = Model(layers=4, expert_loop=True)  # layers differ in length: period would not give names
+    trace = write_trace(tmp_path / "t.json.gz", model, steps=3, graph=True, capture=True)
+    traceview.ingest([trace.path], db_path)
+    assert methods(db_path) == {"graph"}
+    assert layer_counts(db_path) == truth_counts(trace, range(3))
+    with traceview.connect(db_path) as con:
+        assert con.execute("SELECT DISTINCT name FROM layers ORDER BY name").fetchall() == [
+            (f"model.layers.{i}",) for i in range(4)
+        ]
+
+
+def test_gpu_user_annotations_place_kernels_by_time_on_their_stream(tmp_path: Path, db_path: Path) -> None:
+    trace = write_trace(tmp_path / "t.json.gz", Model(layers=3, dense=1), steps=2, gpu_annotations=True)
+    traceview.ingest([trace.path], db_path)
+    assert methods(db_path) == {"annotation"}
+    assert layer_counts(db_path) == truth_counts(trace, range(2))
+
+
+@pytest.mark.parametrize(
+    "layer_name",
+    [
+        "{{'Module': 'model.layers.{layer}', 'Shape': [1, 1024]}}",
+        "nn.Module: Qwen3DecoderLayer_{layer}",
+        "transformer.h.{layer}",
+        "TransformerBlock_{layer}",
+    ],
+)
+def test_layer_name_styles(tmp_path: Path, db_path: Path, layer_name: str) -> None:
+    cat = "python_function" if layer_name.startswith("nn.Module") else "user_annotation"
+    trace = write_trace(
+        tmp_path / "t.json.gz", Model(layers=3), steps=1, annotate=True, layer_name=layer_name, layer_cat=cat
+    )
+    traceview.ingest([trace.path], db_path)
+    assert layer_counts(db_path) == truth_counts(trace, range(1))
+    assert methods(db_path) == {"annotation"}
+
+
+def test_layer_names_parse() -> None:
+    cases = {
+        "model.layers.7": 7,
+        "layers.7": 7,
+        "transformer.h.7.attn": 7,
+        "TransformerBlock_7": 7,
+        "nn.Module: Qwen3DecoderLayer_7": 7,
+        "nn.Module: GPT2Block_3": 3,
+        "{'Module': 'model.layers.7.self_attn', 'Shape': 1}": 7,
+        "encoder.layer.11": 11,
+        "model.layers.12.mlp.experts.3": 12,
+    }
+    for name, index in cases.items():
+        parsed = parse_layer_name(name)
+        assert parsed is not None and parsed.layer == index, name
+    for name in (
+        "nn.Module: Qwen2MoeSparseMoeBlock_3",
+        "nn.Module: LlamaRMSNorm_3",
+        "nn.Module: Linear_7",
+        "ProfilerStep#3",
+        "aten::mm",
+        "model.norm",
+        "layer_norm",
+        "decode_step_3",
+        "graph.7",
+    ):
+        assert parse_layer_name(name) is None, name
+
+
+def test_custom_layer_pattern(tmp_path: Path, db_path: Path) -> None:
+    trace = write_trace(tmp_path / "t.json.gz", Model(layers=3), steps=1, annotate=True, layer_name="blk-{layer}")
+    traceview.ingest([trace.path], db_path, segment_options=SegmentOptions(method=Method.annotation))
+    assert layer_counts(db_path) == {}
+    traceview.segment(db_path, SegmentOptions(layer_pattern=r"^blk-(\d+)$"))
+    assert layer_counts(db_path) == truth_counts(trace, range(1))
+
+
+def test_forced_methods_and_rerun_replace_the_previous_result(tmp_path: Path, db_path: Path) -> None:
+    trace = write_trace(tmp_path / "t.json.gz", Model(layers=5, dense=2), steps=2, annotate=True)
+    traceview.ingest([trace.path], db_path)
+    annotated = layer_counts(db_path)
+    [result] = traceview.segment(db_path, SegmentOptions(method=Method.period))
+    assert result.methods == ("period",) and layer_counts(db_path) == annotated
+    assert "inferred" in result.notes[1]
+    traceview.segment(db_path, SegmentOptions(method=Method.graph))
+    assert layer_counts(db_path) == {}
+    traceview.segment(db_path)
+    assert layer_counts(db_path) == annotated
+    with traceview.connect(db_path) as con:
+        stats = con.execute("SELECT count(*) FROM ingest_stats WHERE name = 'segment.steps'").fetchall()
+    assert stats == [(1,)]
+
+
+def test_layers_report_has_instances_medians_and_step_totals(tmp_path: Path, db_path: Path) -> None:
+    trace = write_trace(tmp_path / "t.json.gz", Model(layers=3, dense=1), steps=2, annotate=True)
+    traceview.ingest([trace.path], db_path)
+    report = traceview.layers(db_path)
+    keys = {"rank", "step", "layer", "kernels", "span_us", "busy_us", "comm_us", "overlap_us", "exposed_comm_us"}
+    assert len(report.instances) == 6 and keys <= set(report.instances[0])
+    assert [r["kernels"] for r in report.per_layer] == [28, 38, 38]
+    assert [r["layers"] for r in report.per_step] == [3, 3]
+    assert report.methods == ("annotation",)

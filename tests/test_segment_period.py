@@ -1,0 +1,104 @@
+"""Period inference on kernel-name sequences whose layers are known (segment/period.py, no database)."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+from segment_fixtures import Model, random_names
+
+from traceview.segment import period
+
+
+def codes_of(names: list[str]) -> np.ndarray:
+    vocabulary = {name: i for i, name in enumerate(dict.fromkeys(names))}
+    return np.array([vocabulary[n] for n in names])
+
+
+def true_counts(truth: list[int | None]) -> list[int]:
+    counts: dict[int, int] = {}
+    for layer in truth:
+        if layer is not None:
+            counts[layer] = counts.get(layer, 0) + 1
+    return [counts[k] for k in sorted(counts)]
+
+
+def true_starts(truth: list[int | None]) -> list[int]:
+    return [truth.index(layer) for layer in sorted({t for t in truth if t is not None})]
+
+
+MODELS = {
+    "dense stack": Model(layers=6, moe=False),
+    "moe stack": Model(layers=6),
+    "one dense first layer": Model(layers=8, dense=1),
+    "three dense first layers": Model(layers=8, dense=3),
+    "moe expert loop varies per layer": Model(layers=8, expert_loop=True),
+    "dense first + varying experts": Model(layers=8, dense=1, expert_loop=True, seed=3),
+    "one extra kernel in some layers": Model(layers=8, extra_in=(2, 5)),
+    "extra kernel in the first and last layer": Model(layers=8, extra_in=(0, 7)),
+    "two layers only": Model(layers=2),
+    "deep: 61 layers, 3 dense, varying experts, fused norms": Model(
+        layers=61, dense=3, expert_loop=True, fused_norm=True, extra_in=(5, 17)
+    ),
+}
+
+
+@pytest.mark.parametrize("model", MODELS.values(), ids=MODELS.keys())
+def test_layers_and_kernels_per_layer_are_found(model: Model) -> None:
+    names, truth = model.step()
+    fit = period.find_layers(codes_of(names))
+    assert fit is not None
+    assert [span.end - span.start for span in fit.layers] == true_counts(truth)
+    assert 0.5 <= fit.confidence <= 1
+
+
+@pytest.mark.parametrize("model", [m for m in MODELS.values() if not m.fused_norm], ids=str)
+def test_boundaries_fall_where_the_layers_start(model: Model) -> None:
+    names, truth = model.step()
+    fit = period.find_layers(codes_of(names))
+    assert fit is not None
+    assert [span.start for span in fit.layers] == true_starts(truth)
+
+
+def test_fused_add_norm_straddling_layers_keeps_counts_and_shifts_boundary_by_one() -> None:
+    # vLLM style: layer 0 opens with rms_norm, the others with fused_add_rms_norm (the previous layer's residual
+    # add fused with this layer's norm); the final norm is fused_add_rms_norm too. Without names to tell a norm,
+    # the repetition starts at the second kernel of layer 0: every layer keeps its count, boundaries shift by one.
+    names, truth = Model(layers=8, fused_norm=True).step()
+    fit = period.find_layers(codes_of(names))
+    assert fit is not None
+    assert [s.end - s.start for s in fit.layers] == true_counts(truth)
+    assert [s.start for s in fit.layers] == [start + 1 for start in true_starts(truth)]
+
+
+def test_prologue_and_epilogue_stay_out_of_layers() -> None:
+    names, truth = Model(layers=4).step()
+    fit = period.find_layers(codes_of(names))
+    assert fit is not None
+    assert fit.layers[0].start == truth.index(0)  # the embedding is before it
+    assert fit.layers[-1].end == len(truth) - truth[::-1].index(3)  # the final norm, LM head, argmax after it
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_no_structure_gives_no_layers(seed: int) -> None:
+    assert period.find_layers(codes_of(random_names(400, seed=seed))) is None
+
+
+def test_too_short_or_constant_sequences() -> None:
+    assert period.find_layers(np.array([1, 2, 3])) is None
+    assert period.find_layers(np.array([], dtype=np.int64)) is None
+    assert period.find_layers(np.zeros(50, dtype=np.int64)) is None
+
+
+def test_a_step_of_a_million_kernels_is_solved_in_seconds() -> None:
+    model = Model(layers=24_000, dense=3, expert_loop=True)
+    names, truth = model.step()
+    codes = codes_of(names)
+    assert len(codes) > 1_000_000
+    started = time.perf_counter()
+    fit = period.find_layers(codes)
+    elapsed = time.perf_counter() - started
+    assert fit is not None and len(fit.layers) == 24_000
+    assert [s.end - s.start for s in fit.layers[:50]] == true_counts(truth)[:50]
+    assert elapsed < 20, elapsed
