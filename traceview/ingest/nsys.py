@@ -321,6 +321,20 @@ def _assign_ranks(con: duckdb.DuckDBPyConnection, run_id: int) -> list[tuple[int
     return [(r[2], r[0], r[1]) for r in con.execute("SELECT pid, device_id, rank FROM _nrank ORDER BY rank").fetchall()]
 
 
+def _number(con: duckdb.DuckDBPyConnection, table: str, order: str) -> None:
+    """Add column n to temp table `table`: each row's place in `order`, from 1 (the keys of the run's rows).
+
+    Numbered on the narrow sort key, then joined back: a window over the wide rows would sort all their strings.
+    """
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE {table} AS
+        SELECT t.*, o.n FROM {table} t
+        JOIN (SELECT rowid AS r, row_number() OVER (ORDER BY {order}) AS n FROM {table}) o ON o.r = t.rowid
+        """
+    )
+
+
 def _insert_gpu_activity(con: duckdb.DuckDBPyConnection, params: dict[str, int]) -> None:
     memory = f"{MEMORY_KINDS}[coalesce(src_kind, 7) + 1]"
     con.execute(
@@ -337,14 +351,14 @@ def _insert_gpu_activity(con: duckdb.DuckDBPyConnection, params: dict[str, int])
         """
     )
     common.short_names_table(con, "SELECT name FROM _ngpu")
+    _number(con, "_ngpu", "start_ns, end_ns, device_id, stream_id")
     con.execute(
         """
         INSERT INTO gpu_activity (run_id, rank, activity_id, kind, device_id, stream_id, start_ns, end_ns, name,
                                   short_name, category, pid, correlation_id, graph_id, graph_node_id, grid, block,
                                   bytes)
         SELECT $run, r.rank,
-               (SELECT coalesce(max(activity_id), 0) FROM gpu_activity WHERE run_id = $run)
-                 + row_number() OVER (ORDER BY g.start_ns, g.end_ns, g.device_id, g.stream_id),
+               (SELECT coalesce(max(activity_id), 0) FROM gpu_activity WHERE run_id = $run) + g.n,
                g.kind, g.device_id, g.stream_id, g.start_ns + $shift, greatest(g.end_ns, g.start_ns) + $shift,
                g.name, coalesce(s.short_name::VARCHAR, g.name),
                CASE WHEN g.kind = 'kernel' THEN 'compute' ELSE g.kind END,
@@ -362,6 +376,7 @@ def _insert_gpu_activity(con: duckdb.DuckDBPyConnection, params: dict[str, int])
 
 def _insert_launches(con: duckdb.DuckDBPyConnection, params: dict[str, int]) -> None:
     """Each call goes to the rank of the GPU work it launched, else to its process's first rank."""
+    _number(con, "_nlaunch", "start_ns, end_ns, global_tid")
     con.execute(
         f"""
         INSERT INTO launches (run_id, rank, launch_id, pid, tid, start_ns, end_ns, name, api, correlation_id)
@@ -377,8 +392,7 @@ def _insert_launches(con: duckdb.DuckDBPyConnection, params: dict[str, int]) -> 
             GROUP BY ALL
         )
         SELECT $run, coalesce(w.rank, p.rank),
-               (SELECT coalesce(max(launch_id), 0) FROM launches WHERE run_id = $run)
-                 + row_number() OVER (ORDER BY c.start_ns, c.end_ns, c.tid),
+               (SELECT coalesce(max(launch_id), 0) FROM launches WHERE run_id = $run) + c.n,
                c.pid, c.tid, c.start_ns + $shift, greatest(c.end_ns, c.start_ns) + $shift, c.api_name,
                CASE WHEN c.event_class = {DRIVER_EVENT_CLASS} OR regexp_matches(c.api_name, '^cu[A-Z]')
                     THEN 'driver' ELSE 'runtime' END,
@@ -394,6 +408,7 @@ def _insert_launches(con: duckdb.DuckDBPyConnection, params: dict[str, int]) -> 
 def _insert_cpu_ranges(con: duckdb.DuckDBPyConnection, params: dict[str, int]) -> None:
     """NVTX ranges (kind nvtx) and marks (kind mark); domain is the domain's name, NULL for the default domain."""
     marks = ", ".join(map(str, NVTX_MARK_TYPES))
+    _number(con, "_nnvtx", "start_ns, end_ns DESC, global_tid")
     con.execute(
         f"""
         INSERT INTO cpu_ranges (run_id, rank, range_id, pid, tid, start_ns, end_ns, closed, name, kind, domain, depth)
@@ -406,8 +421,7 @@ def _insert_cpu_ranges(con: duckdb.DuckDBPyConnection, params: dict[str, int]) -
             FROM _nnvtx WHERE event_type <> {NVTX_DOMAIN_CREATE}
         )
         SELECT $run, p.rank,
-               (SELECT coalesce(max(range_id), 0) FROM cpu_ranges WHERE run_id = $run)
-                 + row_number() OVER (ORDER BY e.start_ns, e.end_ns DESC, e.tid),
+               (SELECT coalesce(max(range_id), 0) FROM cpu_ranges WHERE run_id = $run) + e.n,
                e.pid, e.tid, e.start_ns + $shift,
                CASE WHEN e.is_mark THEN e.start_ns ELSE greatest(e.end_ns, e.start_ns) END + $shift,
                e.is_mark OR NOT e.open, coalesce(e.text, ''), CASE WHEN e.is_mark THEN 'mark' ELSE 'nvtx' END,

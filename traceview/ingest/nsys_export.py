@@ -44,6 +44,7 @@ NSYS_TABLES = (*EXPORT_META, KERNEL, MEMCPY, MEMSET, RUNTIME, NVTX, "StringIds",
 VERSION = re.compile(r"(20\d\d)\.(\d+)\.(\d+)(?:\.(\d+))?")
 REPORT_VERSION = re.compile(rb"(?<![\d.])(20\d\d\.\d+\.\d+\.\d+)(?![\d.])")
 REPORT_SCAN_BYTES = 1 << 20
+BATCH_ROWS = 65536  # rows per Arrow record batch streamed from SQLite
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -191,6 +192,7 @@ def stage(
             con.execute(create.format(f"({sql})"))
             return
         with closing(export.sqlite.cursor()) as cursor:
+            cursor.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(BATCH_ROWS)})
             cursor.execute(sql)
             con.register("_nsys_stream", cursor.fetch_record_batch())
             try:
