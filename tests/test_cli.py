@@ -90,3 +90,9 @@ def test_reading_commands_do_not_modify_the_database(tmp_path: Path) -> None:
     assert traceview("info", db).returncode == 0
     result = traceview("sql", db, "DELETE FROM runs")
     assert result.returncode == 2 and "read-only" in result.stderr.lower()
+
+
+def test_usage_errors_exit_2_without_a_traceback() -> None:
+    for args in (["no-such-command"], ["ingest"], ["diff"]):
+        result = traceview(*args)
+        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr

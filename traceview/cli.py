@@ -22,6 +22,8 @@ from . import diff as diff_stage
 from .errors import TraceviewError, UsageError
 from .ingest import IngestOptions
 from .output import Format, render
+from .segment import Method, SegmentOptions
+from .segment.report import INSTANCE_COLUMNS
 
 app = typer.Typer(
     add_completion=False,
@@ -138,8 +140,10 @@ def render_diff(result: diff_stage.Diff, fmt: Format) -> str:
         return render(result.layers, fmt)
     summary = result.summary
     title = f"{summary['a']} → {summary['b']} ({summary['phase']} steps)"
-    parts = [f"{title}: {summary['headline']}", *[f"note: {n}" for n in result.notes]]
-    parts.append(render(result.layers, fmt, title="per layer (medians across steps and ranks)"))
+    parts = [f"{title}: {summary['headline']}\n{summary['busy_line']}", *[f"note: {n}" for n in result.notes]]
+    parts.append(
+        render(diff_stage.display_layers(result), fmt, title="per layer, A → B (medians across steps and ranks)")
+    )
     parts.append(
         render(result.kernels, fmt, title=f"kernel alignment, layer {summary['representative_layer']} (one instance)")
     )
@@ -256,6 +260,86 @@ def overlap(
     emit(render(rows, fmt, title=f"compute/communication overlap per rank, over: {', '.join(windows)}"))
 
 
+# --- steps and layers: layers, segment (issue 4) ---
+
+LAYER_COLUMNS = (
+    "layer",
+    "name",
+    "instances",
+    "kernels",
+    "span_us",
+    "busy_us",
+    "comm_us",
+    "exposed_comm_us",
+    "method",
+    "confidence",
+)
+STEP_COLUMNS = ("rank", "step", "phase", "warmup", "layers", "kernels", "layer_kernels", "span_us", "layers_span_us")
+
+
+@app.command()
+def layers(database: DbArg, run: RunOpt = None, fmt: FormatOpt = Format.table) -> None:
+    """Per transformer layer: kernels and µs (medians across steps and ranks), totals per step, and the method.
+
+    json and csv: one row per (rank, step, layer) instance.
+    """
+    result = api.layers(database, run)
+    if fmt in (Format.json, Format.csv):
+        for note in result.notes:
+            stderr.print(f"note: {note}", markup=False, soft_wrap=True)
+        emit(render(result.instances, fmt, columns=INSTANCE_COLUMNS))
+        return
+    head = [f"{result.label}: layers found by {', '.join(result.methods) or 'no method'}"]
+    parts = ["\n".join(head + [f"note: {note}" for note in result.notes])]
+    if result.per_layer:
+        parts.append(
+            render(
+                result.per_layer, fmt, title="per layer (medians across steady steps and ranks)", columns=LAYER_COLUMNS
+            )
+        )
+    parts.append(render(result.per_step, fmt, title="per step", columns=STEP_COLUMNS))
+    emit("\n\n".join(parts))
+
+
+@app.command()
+def segment(
+    database: DbArg,
+    run: Annotated[str | None, typer.Option("--run", help="Label of the run (default: every run).")] = None,
+    method: Annotated[
+        Method, typer.Option(help="How to find layers; auto picks the best available per step.")
+    ] = Method.auto,
+    layer_pattern: Annotated[
+        str | None, typer.Option(help="Regex naming layer ranges; its first number group is the layer index.")
+    ] = None,
+    step_pattern: Annotated[
+        str | None, typer.Option(help="Regex naming step ranges (NVTX or record_function).")
+    ] = None,
+    fmt: FormatOpt = Format.table,
+) -> None:
+    """Find steps and layers again in an ingested database (replaces the previous segmentation)."""
+    options = SegmentOptions(method=method, layer_pattern=layer_pattern, step_pattern=step_pattern)
+    results = api.segment(database, options, run)
+    rows = [
+        {
+            "run_id": r.run_id,
+            "steps": r.steps,
+            "step_method": ", ".join(r.step_methods),
+            "layers": r.layers,
+            "layers_per_step": r.layers_per_step,
+            "method": ", ".join(r.methods),
+            "confidence": r.confidence,
+        }
+        for r in results
+    ]
+    for result in results:
+        for note in result.notes:
+            stderr.print(f"note: run {result.run_id}: {note}", markup=False, soft_wrap=True)
+    emit(render(rows, fmt, title=str(database)))
+
+
+# --- end of steps and layers ---
+
+
 def _key_value(text: str) -> tuple[str, str]:
     key, sep, value = text.partition("=")
     if not sep or not key.strip():
@@ -321,21 +405,22 @@ def main() -> None:
     except (typer.Abort, KeyboardInterrupt):
         stderr.print("error: interrupted — nothing was written; run the command again", markup=False)
         sys.exit(130)
-    except Exception as error:  # click usage errors arrive here in non-standalone mode
-        _exit_on_click_error(error)
+    except Exception as error:  # click's usage errors (typer's own copy of click) arrive here
+        _exit_on_usage_error(error)
         raise
     if isinstance(code, int) and code:
         sys.exit(code)
 
 
-def _exit_on_click_error(error: Exception) -> None:
-    import click
-
-    if isinstance(error, click.exceptions.ClickException):
-        error.show()
-        sys.exit(error.exit_code)
-    if isinstance(error, click.exceptions.Exit):
-        sys.exit(error.exit_code)
+def _exit_on_usage_error(error: Exception) -> None:
+    """Show a click usage error (unknown command, bad option) as click would, and exit with its code."""
+    code = getattr(error, "exit_code", None)
+    if not isinstance(code, int):
+        return
+    show = getattr(error, "show", None)
+    if callable(show):
+        show()
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -174,6 +174,7 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 def _summary(a: RunRef, b: RunRef, phase: str | None, rows_a: list[Row], rows_b: list[Row]) -> Row:
     kernels = [_median(rows_a, "kernels"), _median(rows_b, "kernels")]
     span = [_median(rows_a, "span_us"), _median(rows_b, "span_us")]
+    busy = [_median(rows_a, "busy_us"), _median(rows_b, "busy_us")]
     exposed = [_median(rows_a, "exposed_comm_us"), _median(rows_b, "exposed_comm_us")]
     return {
         "a": a.label,
@@ -182,24 +183,26 @@ def _summary(a: RunRef, b: RunRef, phase: str | None, rows_a: list[Row], rows_b:
         "layers_per_step": [len(_by_layer(rows_a)), len(_by_layer(rows_b))],
         "kernels_per_layer": kernels,
         "us_per_layer": [round(v, 3) if v is not None else None for v in span],
+        "busy_us_per_layer": busy,
         "exposed_comm_us_per_layer": exposed,
         "speedup": _ratio(span[0], span[1]),
         "headline": headline(kernels, span),
+        "busy_line": f"busy per layer: {_num(busy[0])} → {_num(busy[1])} µs ({_verdict(_ratio(busy[0], busy[1]))})",
     }
 
 
 def headline(kernels: Sequence[float | None], span: Sequence[float | None]) -> str:
     """`per layer: 23 → 13 kernels, 130 → 69 µs (1.88x faster)`."""
-    ratio = _ratio(span[0], span[1])
-    if ratio is None:
-        verdict = "no timing"
-    elif ratio >= 1:
-        verdict = f"{ratio:.2f}x faster"
-    else:
-        verdict = f"{1 / ratio:.2f}x slower"
+    verdict = _verdict(_ratio(span[0], span[1]))
     return (
         f"per layer: {_num(kernels[0])} → {_num(kernels[1])} kernels, {_num(span[0])} → {_num(span[1])} µs ({verdict})"
     )
+
+
+def _verdict(ratio: float | None) -> str:
+    if ratio is None:
+        return "no timing"
+    return f"{ratio:.2f}x faster" if ratio >= 1 else f"{1 / ratio:.2f}x slower"
 
 
 def _num(value: float | None) -> str:
@@ -342,6 +345,20 @@ def _kernel_time_per_step(ref: RunRef, phase: str | None) -> dict[str, tuple[flo
         {"run": ref.run_id, **({"phase": phase} if phase else {})},
     ).fetchall()
     return {r[0]: (round(r[1], 3), round(r[2], 2)) for r in rows}
+
+
+def display_layers(diff: Diff) -> list[Row]:
+    """The per-layer table for people: `A → B` cells, the speed-up and the spread of span across instances."""
+    rows = []
+    for layer in diff.layers:
+        row: Row = {"layer": layer["layer"]}
+        for metric in METRICS:
+            row[metric] = f"{_num(layer[f'{metric}_a'])} → {_num(layer[f'{metric}_b'])}"
+        row["speedup"] = f"{layer['speedup']:.2f}x" if layer["speedup"] else ""
+        row["span_spread_us"] = f"{_num(layer['span_spread_us_a'])} / {_num(layer['span_spread_us_b'])}"
+        row["instances"] = f"{layer['instances_a']} / {layer['instances_b']}"
+        rows.append(row)
+    return rows
 
 
 def is_slower(diff: Diff, percent: float) -> bool:
