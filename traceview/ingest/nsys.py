@@ -1,20 +1,22 @@
 """Nsight Systems (nsys) -> the schema's tables.
 
-Reads: SQLite exports (`nsys export --type sqlite`, export schema 3.0 from nsys 2022.4 up to 3.25 from nsys 2026.2),
-and `.nsys-rep` / `.qdrep` reports, which the user's own nsys exports to SQLite in a temporary directory first (the
-report format is private). Writes: ranks, gpu_activity, launches, cpu_ranges, threads and ingest_stats rows for one run.
+Reads: SQLite exports (`nsys export --type sqlite`; tested from export schema 3.0, nsys 2022.4, through 3.20, nsys
+2025.3, to 3.25, nsys 2026.2), Parquet export directories (`--type parquetdir`) and `.nsys-rep` / `.qdrep` reports,
+which the user's own nsys exports to SQLite first (nsys_export.py opens all of them). Writes: ranks, gpu_activity,
+launches, cpu_ranges, threads and ingest_stats rows for one run.
 
-Rows never become Python objects: each source query runs inside SQLite through the ADBC driver and streams Arrow
-record batches into DuckDB, where SQL moves them into the schema. Names are resolved inside SQLite (lookups in
-StringIds), so only the strings the schema needs leave the export. The profiled processes' environment, which
-exports keep in META_DATA_CAPTURE, TARGET_INFO_SYSTEM_ENV and StringIds, is never read.
+Rows never become Python objects: each source query runs inside SQLite (through ADBC) and streams Arrow record
+batches into DuckDB temp tables, where SQL moves them into the schema. Names are looked up in StringIds inside the
+query, so only the strings the schema needs leave the export. The profiled processes' environment, which exports keep
+in META_DATA_CAPTURE, TARGET_INFO_SYSTEM_ENV and StringIds, is never read.
 
-Export versions differ in ways handled here: the export metadata table is META_DATA_EXPORT (EXPORT_META_DATA before
-schema 3.x minor releases of 2023); CUDA graph node events moved from CUDA_GRAPH_EVENTS to CUDA_GRAPH_NODE_EVENTS, the
-old name now holding whole-graph executions (told apart by their columns); ENUM_CUDA_KRENEL_LAUNCH_TYPE was renamed
-ENUM_CUDA_KERNEL_LAUNCH_TYPE (no enum table is read: their values are fixed below); lazy exports omit every empty
-table; old exports normalise time to the session start and close ranges still open at the end at the session end, new
-ones keep the target's clock and leave such ranges' end NULL.
+Versions differ, and each difference is read from the export itself: the metadata table is EXPORT_META_DATA in 2022.4
+and META_DATA_EXPORT later; CUDA graph node events moved from CUDA_GRAPH_EVENTS to CUDA_GRAPH_NODE_EVENTS, the old name
+now holding whole graphs (told apart by their columns); the enum table ENUM_CUDA_KRENEL_LAUNCH_TYPE became
+ENUM_CUDA_KERNEL_LAUNCH_TYPE (no enum table is read: the few values needed are fixed below); lazy exports omit every
+empty table, and older ones lack columns (graphId, ...), read as NULL. Time: exports without
+TARGET_INFO_SESSION_START_TIME.systemClockNs (2022.4, 2025.3) and --time-normalize ones count from the session start;
+others keep the target's clock. A range still open at the end has `end` NULL, or (2022.4) the session end.
 
 Ranks: one per (process, GPU) with GPU work, plus one per process that has only API calls or NVTX ranges. Correlation
 ids are unique only within a process, so launches are linked to GPU work on (pid, correlation id).

@@ -221,9 +221,12 @@ def export_report(report: Path, tmp: Path, options: IngestOptions) -> Path:
     needs = f"Nsight Systems {writer} or newer" if writer else "Nsight Systems"
     nsys = find_nsys(options)
     if nsys is None:
+        given = options.nsys or os.environ.get("NSYS")
         raise ToolMissingError(
             report,
-            "reading an .nsys-rep report needs nsys, which is not installed (not on PATH, no --nsys, no $NSYS)",
+            f"reading an .nsys-rep report needs nsys, and there is no nsys at {given} (--nsys or $NSYS)"
+            if given
+            else "reading an .nsys-rep report needs nsys, which is not installed (not on PATH, no --nsys, no $NSYS)",
             f"install {needs} and pass --nsys PATH, or run `{export_command(report)}` where it is and ingest the "
             ".sqlite",
         )
