@@ -193,7 +193,7 @@ def test_custom_layer_pattern(tmp_path: Path, db_path: Path) -> None:
     trace = write_trace(tmp_path / "t.json.gz", Model(layers=3), steps=1, annotate=True, layer_name="blk-{layer}")
     traceview.ingest([trace.path], db_path, segment_options=SegmentOptions(method=Method.annotation))
     assert layer_counts(db_path) == {}
-    traceview.segment(db_path, SegmentOptions(layer_pattern=r"^blk-(\d+)$"))
+    traceview.api.segment(db_path, SegmentOptions(layer_pattern=r"^blk-(\d+)$"))
     assert layer_counts(db_path) == truth_counts(trace, range(1))
 
 
@@ -201,12 +201,12 @@ def test_forced_methods_and_rerun_replace_the_previous_result(tmp_path: Path, db
     trace = write_trace(tmp_path / "t.json.gz", Model(layers=5, dense=2), steps=2, annotate=True)
     traceview.ingest([trace.path], db_path)
     annotated = layer_counts(db_path)
-    [result] = traceview.segment(db_path, SegmentOptions(method=Method.period))
+    [result] = traceview.api.segment(db_path, SegmentOptions(method=Method.period))
     assert result.methods == ("period",) and layer_counts(db_path) == annotated
     assert "inferred" in result.notes[1]
-    traceview.segment(db_path, SegmentOptions(method=Method.graph))
+    traceview.api.segment(db_path, SegmentOptions(method=Method.graph))
     assert layer_counts(db_path) == {}
-    traceview.segment(db_path)
+    traceview.api.segment(db_path)
     assert layer_counts(db_path) == annotated
     with traceview.connect(db_path) as con:
         stats = con.execute("SELECT count(*) FROM ingest_stats WHERE name = 'segment.steps'").fetchall()

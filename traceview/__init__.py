@@ -6,7 +6,7 @@
 >>> con.sql("SELECT layer, count(*) FROM gpu_activity GROUP BY layer")
 """
 
-from .api import RunSummary, connect, ingest, layers, run_ids, segment, summarize
+from .api import RunSummary, connect, ingest, layers, run_ids, summarize
 from .errors import BadInputError, DatabaseError, ToolMissingError, TraceviewError, UsageError
 from .ingest import IngestOptions
 from .segment import Method, SegmentOptions, SegmentResult
@@ -29,6 +29,5 @@ __all__ = [
     "ingest",
     "layers",
     "run_ids",
-    "segment",
     "summarize",
 ]

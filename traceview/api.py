@@ -189,6 +189,7 @@ def diff(
 
 def segment(database: str | Path, options: SegmentOptions | None = None, run: str | None = None) -> list[SegmentResult]:
     """Find steps and layers again in an ingested database (every run, or the one labelled `run`)."""
+    connect(database).close()  # an existing traceview database, not a new one
     with db.write_session(database) as con:
         targets = [diff_stage.resolve_run(con, run, str(database)).run_id] if run else run_ids(con)
         results = [segment_run(con, run_id, options) for run_id in targets]
