@@ -162,10 +162,8 @@ RunBOpt = Annotated[
 @app.command()
 def plot(
     database: DbArg,
+    output: Annotated[Path, typer.Option("--output", "-o", help="Picture to write: .png, .svg or .pdf.")],
     other: Annotated[Path | None, typer.Argument(help="Second database, run B (for --kind diff).")] = None,
-    output: Annotated[Path, typer.Option("--output", "-o", help="Picture to write: .png, .svg or .pdf.")] = Path(
-        "traceview.png"
-    ),
     kind: Annotated[api.plotdata.Kind, typer.Option(help="Which picture.")] = api.plotdata.Kind.timeline,
     run: RunOpt = None,
     run_b: RunBOpt = None,
@@ -181,8 +179,8 @@ def plot(
 @app.command()
 def report(
     database: DbArg,
+    output: Annotated[Path, typer.Option("--output", "-o", help="HTML file to write.")],
     other: Annotated[Path | None, typer.Argument(help="Second database, compared against the first.")] = None,
-    output: Annotated[Path, typer.Option("--output", "-o", help="HTML file to write.")] = Path("report.html"),
     run: RunOpt = None,
     run_b: RunBOpt = None,
 ) -> None:
