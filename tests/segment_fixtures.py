@@ -256,7 +256,11 @@ def reference_layer_counts(path: Path, layer_regex: str = r"^model\.layers\.(\d+
     ProfilerStep range and inside the innermost layer range of its own thread (the one starting last)."""
     events = _events(path)
     pattern = re.compile(layer_regex)
-    steps = sorted((e["ts"], e["ts"] + e["dur"]) for e in events if e.get("name", "").startswith("ProfilerStep#"))
+    steps = sorted(
+        (e["ts"], e["ts"] + e["dur"])
+        for e in events
+        if e.get("name", "").startswith("ProfilerStep#") and e.get("cat") == "user_annotation"
+    )
     layers: dict[tuple[Any, Any], list[tuple[float, float, int]]] = {}
     for e in events:
         match = pattern.search(e.get("name", "")) if e.get("cat") == "user_annotation" else None
