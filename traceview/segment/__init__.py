@@ -194,9 +194,10 @@ def _fall_back(con: duckdb.DuckDBPyConnection, method: Method) -> int:
 def _period_layers(con: duckdb.DuckDBPyConnection) -> None:
     """Temp table `_seg_period(activity_id, layer, confidence)` for the steps whose method is period.
 
-    The repeating unit is searched on each step's main stream (the stream with most kernels), in execution
-    order; identical steps are solved once. Work on other streams joins the layer in whose window (from its
-    first kernel to the next layer's first kernel) it starts.
+    The repeating unit is searched among the kernels of each step's main stream (the stream with most
+    kernels), in execution order; identical steps are solved once. Kernels of other streams, memory copies
+    and sets join the layer in whose window (from its first kernel to the next layer's first kernel) they
+    start.
     """
     data = con.execute(
         """
@@ -209,6 +210,7 @@ def _period_layers(con: duckdb.DuckDBPyConnection) -> None:
         )
         SELECT k.rank, k.step, k.activity_id, k.code
         FROM k JOIN main m ON k.rank = m.rank AND k.step = m.step AND k.stream_id IS NOT DISTINCT FROM m.stream_id
+        WHERE k.kind = 'kernel'
         ORDER BY k.rank, k.step, k.start_ns, k.activity_id
         """
     ).fetchnumpy()
@@ -265,8 +267,17 @@ def _solve_steps(data: dict[str, np.ndarray]) -> tuple[pd.DataFrame, pd.DataFram
 
 
 def _write(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
-    """steps and layers rows, and the step/layer columns of gpu_activity."""
+    """steps and layers rows, and the step/layer columns of gpu_activity (a layer needs at least one kernel)."""
     params = {"run": run_id}
+    con.execute(
+        """
+        DELETE FROM _seg_layer_of WHERE activity_id IN (
+            SELECT l.activity_id FROM _seg_layer_of l JOIN _seg_k k USING (activity_id)
+            WHERE (k.rank, k.step, l.layer) NOT IN (
+                SELECT (k2.rank, k2.step, l2.layer) FROM _seg_layer_of l2 JOIN _seg_k k2 USING (activity_id)
+                WHERE k2.kind = 'kernel'))
+        """
+    )
     con.execute(
         """UPDATE gpu_activity g SET step = o.step FROM _seg_step_of o
            WHERE g.run_id = $run AND g.activity_id = o.activity_id""",

@@ -205,12 +205,23 @@ def _steps_from_kernels(con: duckdb.DuckDBPyConnection, rank: int) -> str:
     return method
 
 
+def _offset(marks: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, gap: int) -> int:
+    """Kernels between a step's start and its anchor: the offset with the longest median idle time before it."""
+    idle = np.zeros(len(start_ns))
+    idle[1:] = start_ns[1:] - np.maximum.accumulate(end_ns)[:-1]
+    at = marks[:, None] - np.arange(max(gap, 1))[None, :]
+    scores = np.where(at >= 0, idle[np.clip(at, 0, None)], np.nan)
+    median = np.nanmedian(np.where(np.isnan(scores).all(axis=0), 0, scores), axis=0)
+    return int(np.argmax(median))
+
+
 def repeated_steps(codes: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray) -> np.ndarray | None:
     """[start, end) kernel indices of each repetition of the whole sequence, or None when it does not repeat.
 
     The anchor is the regular code with the longest median gap that still covers most of the sequence
-    (count x gap >= 80% of it): the step's rarest kernel (embedding, sampling). Each step then starts at
-    the longest idle gap on the GPU between two anchors (the host work between iterations).
+    (count x gap >= 80% of it): the step's rarest kernel (embedding, sampling). Each step then starts the same
+    number of kernels before its anchor: the offset where the GPU idles longest, in the median over steps
+    (the host work between iterations).
     """
     codes = period.dense(codes)
     stats = period.code_stats(codes)
@@ -221,11 +232,7 @@ def repeated_steps(codes: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray) 
         return None
     anchor = int(np.flatnonzero(ok)[np.argmax(stats.median_gap[ok])])
     marks = np.flatnonzero(codes == anchor)
-    idle = np.empty(n)
-    idle[0] = np.inf
-    idle[1:] = start_ns[1:] - np.maximum.accumulate(end_ns)[:-1]
-    windows = np.concatenate(([max(0, int(marks[0]) - int(stats.median_gap[anchor]) + 1)], marks[:-1] + 1))
-    starts = np.array([lo + int(np.argmax(idle[lo : hi + 1])) for lo, hi in zip(windows, marks, strict=True)])
+    starts = np.clip(marks - _offset(marks, start_ns, end_ns, int(stats.median_gap[anchor])), 0, n)
     bounds = np.stack([starts, np.append(starts[1:], n)], axis=1)
     unit = codes[bounds[1, 0] : bounds[1, 1]] if len(bounds) > 1 else codes[bounds[0, 0] : bounds[0, 1]]
     precision, recall = period.similarity(codes, bounds, unit)
