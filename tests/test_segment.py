@@ -222,3 +222,23 @@ def test_layers_report_has_instances_medians_and_step_totals(tmp_path: Path, db_
     assert [r["kernels"] for r in report.per_layer] == [28, 38, 38]
     assert [r["layers"] for r in report.per_step] == [3, 3]
     assert report.methods == ("annotation",)
+
+
+def test_inductor_kernel_numbers_do_not_hide_the_repetition(tmp_path: Path, db_path: Path) -> None:
+    # torch.compile of a whole model may number the same fused kernel per call site: _0, _3, _6, ...
+    def layer(i: int) -> list[str]:
+        return [
+            f"triton_per_fused__to_copy_mean_rsqrt_{3 * i}",
+            "nvjet_qkv",
+            f"triton_poi_fused_cat_index_copy_{3 * i + 1}",
+            "flash_fwd_splitkv_kernel",
+            "nvjet_o",
+            f"triton_poi_fused_mul_silu_{3 * i + 2}",
+            "nvjet_up",
+            "nvjet_down",
+        ]
+
+    names = ["embedding"] + [k for i in range(6) for k in layer(i)] + ["norm_final", "nvjet_lm_head", "argmax"]
+    write_trace(tmp_path / "t.json.gz", sequences=[names, names], steps=2, graph=True)
+    traceview.ingest([tmp_path / "t.json.gz"], db_path)
+    assert layer_counts(db_path) == {(s, layer): 8 for s in range(2) for layer in range(6)}

@@ -27,6 +27,7 @@ import pandas as pd
 
 from . import annotation, graph, period, steps
 
+INDUCTOR_INDEX = r"^(triton_[a-z]+_fused_.*)_\d+$"
 COVERAGE_TO_TRUST = 0.5  # share of a step's kernels a method must place for auto to choose it
 
 
@@ -88,17 +89,19 @@ def _reset(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
 
 
 def _stage(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
-    """Temp table `_seg_a`: the run's GPU activity with its launch call and an integer code per name."""
+    """Temp table `_seg_a`: the run's GPU activity with its launch call and an integer code per name (Triton
+    kernels that torch.compile numbers per call site, `triton_poi_fused_add_12`, without the number)."""
     con.execute(
         """
         CREATE OR REPLACE TEMP TABLE _seg_a AS
         SELECT g.rank, g.activity_id, g.kind, g.device_id, g.stream_id, g.start_ns, g.end_ns,
-               (hash(g.kind || ':' || g.name) >> 1)::BIGINT AS code, g.correlation_id, g.graph_id, g.graph_node_id,
+               (hash(g.kind || ':' || regexp_replace(g.name, $inductor, '\1')) >> 1)::BIGINT AS code,
+               g.correlation_id, g.graph_id, g.graph_node_id,
                g.launch_id, l.pid AS l_pid, l.tid AS l_tid, l.start_ns AS l_start, l.name AS l_name
         FROM gpu_activity g LEFT JOIN launches l ON l.run_id = g.run_id AND l.launch_id = g.launch_id
-        WHERE g.run_id = ?
+        WHERE g.run_id = $run
         """,
-        [run_id],
+        {"run": run_id, "inductor": INDUCTOR_INDEX},
     )
 
 
