@@ -140,6 +140,7 @@ def write_trace(
     capture: bool = False,
     gpu_annotations: bool = False,
     layer_cat: str = "user_annotation",
+    rank: int | None = None,
 ) -> StepTrace:
     """Write `steps` steps of `model` (or the given name `sequences`, one per step) as a Kineto trace.
 
@@ -148,6 +149,8 @@ def write_trace(
     gpu_annotations: gpu_user_annotation ranges over each layer's kernels (and no CPU layer ranges).
     """
     trace = KinetoTrace()
+    if rank is not None:
+        trace.metadata["distributedInfo"] = {"rank": rank, "world_size": 2}
     out = StepTrace(path)
     if capture:
         assert model is not None

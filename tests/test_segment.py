@@ -242,3 +242,19 @@ def test_inductor_kernel_numbers_do_not_hide_the_repetition(tmp_path: Path, db_p
     write_trace(tmp_path / "t.json.gz", sequences=[names, names], steps=2, graph=True)
     traceview.ingest([tmp_path / "t.json.gz"], db_path)
     assert layer_counts(db_path) == {(s, layer): 8 for s in range(2) for layer in range(6)}
+
+
+def test_every_rank_is_segmented_and_the_report_takes_medians_across_ranks(tmp_path: Path, db_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    write_trace(run / "rank0.json.gz", Model(layers=3), steps=2, annotate=True, rank=0)
+    write_trace(run / "rank1.json.gz", Model(layers=3), steps=2, graph=True, rank=1)
+    traceview.ingest([run], db_path)
+    with traceview.connect(db_path) as con:
+        rows = con.execute(
+            "SELECT rank, count(DISTINCT step), count(*), list(DISTINCT method) FROM layers GROUP BY rank ORDER BY rank"
+        ).fetchall()
+    assert rows == [(0, 2, 6, ["annotation"]), (1, 2, 6, ["period"])]
+    report = traceview.layers(db_path)
+    assert [r["instances"] for r in report.per_layer] == [4, 4, 4]
+    assert [r["method"] for r in report.per_layer] == ["annotation, period"] * 3
