@@ -48,6 +48,10 @@ class LoadedSource:
     clock_anchor_ns: int | None = None
     partial: bool = False
     warnings: tuple[str, ...] = field(default_factory=tuple)
+    # Set when the backend computed these while inserting, so that common.finish_run skips the pass.
+    linked: bool = False
+    classified: bool = False
+    ranges_nested: bool = False
 
 
 @dataclass(frozen=True)
@@ -205,7 +209,9 @@ def load_run(con: duckdb.DuckDBPyConnection, source: Source, label: str, options
     )
     for warning in loaded.warnings:
         common.add_stat(con, run_id, None, "warning", "data_loss", 1, warning)
-    common.finish_run(con, run_id, options.comm_patterns)
+    common.finish_run(
+        con, run_id, options.comm_patterns, classified=loaded.classified, ranges_nested=loaded.ranges_nested
+    )
     return run_id
 
 

@@ -76,6 +76,29 @@ def classify_kernels(con: duckdb.DuckDBPyConnection, run_id: int, extra_comm_pat
 
     Kernels a backend already marked `comm` (from collective args) keep that mark.
     """
+    kernel_class_table(
+        con,
+        f"""SELECT DISTINCT name FROM gpu_activity
+            WHERE run_id = {int(run_id)} AND kind = 'kernel' AND category = 'compute'""",
+        extra_comm_patterns,
+    )
+    con.execute(
+        """
+        UPDATE gpu_activity g SET category = nc.category, comm_op = nc.comm_op
+        FROM _name_class nc
+        WHERE g.run_id = ? AND g.kind = 'kernel' AND g.category = 'compute' AND g.name = nc.name
+        """,
+        [run_id],
+    )
+
+
+def kernel_class_table(
+    con: duckdb.DuckDBPyConnection, names_sql: str, extra_comm_patterns: tuple[str, ...] = ()
+) -> None:
+    """Create temp table `_name_class(name, category, comm_op)`: the first class matching each name of `names_sql`.
+
+    Names that match no class are absent (they stay `compute`). Backends that classify while inserting join it.
+    """
     classes = kernel_classes(extra_comm_patterns)
     for cls in classes:
         re.compile(cls.pattern)  # a user pattern that does not compile fails here with a clear error
@@ -88,25 +111,18 @@ def classify_kernels(con: duckdb.DuckDBPyConnection, run_id: int, extra_comm_pat
         }
     )
     con.register("_kernel_classes", frame)
-    con.execute(
-        """
-        CREATE OR REPLACE TEMP TABLE _name_class AS
-        SELECT n.name, arg_min(c.category, c.rank_order) AS category, arg_min(c.comm_op, c.rank_order) AS comm_op
-        FROM (SELECT DISTINCT name FROM gpu_activity WHERE run_id = ? AND kind = 'kernel' AND category = 'compute') n
-        JOIN _kernel_classes c ON regexp_matches(n.name, c.pattern)
-        GROUP BY n.name
-        """,
-        [run_id],
-    )
-    con.execute(
-        """
-        UPDATE gpu_activity g SET category = nc.category, comm_op = nc.comm_op
-        FROM _name_class nc
-        WHERE g.run_id = ? AND g.kind = 'kernel' AND g.category = 'compute' AND g.name = nc.name
-        """,
-        [run_id],
-    )
-    con.unregister("_kernel_classes")
+    try:
+        con.execute(
+            f"""
+            CREATE OR REPLACE TEMP TABLE _name_class AS
+            SELECT n.name, arg_min(c.category, c.rank_order) AS category, arg_min(c.comm_op, c.rank_order) AS comm_op
+            FROM ({names_sql}) n
+            JOIN _kernel_classes c ON regexp_matches(n.name, c.pattern)
+            GROUP BY n.name
+            """
+        )
+    finally:
+        con.unregister("_kernel_classes")
 
 
 def link_launches(con: duckdb.DuckDBPyConnection, run_id: int, same_process: str) -> None:
@@ -134,7 +150,36 @@ def link_launches(con: duckdb.DuckDBPyConnection, run_id: int, same_process: str
         """,
         [run_id],
     )
-    several = con.execute("SELECT count(*) FROM _launch_by_corr WHERE n > 1").fetchall()[0][0]
+    count_shared_correlations(con, run_id, same_process)
+
+
+def launch_table(con: duckdb.DuckDBPyConnection, launches_sql: str) -> None:
+    """Create temp table `_launch_by_corr(correlation_id, launch_id, pid)` from launch rows of one scope.
+
+    The same rule as link_launches (the first launch of a correlation id wins), for backends that link GPU
+    work while inserting it: `launches_sql` selects the launches of one process (e.g. one Kineto rank).
+    """
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE _launch_by_corr AS
+        SELECT correlation_id, min(launch_id) AS launch_id, arg_min(pid, launch_id) AS pid
+        FROM ({launches_sql}) WHERE correlation_id IS NOT NULL
+        GROUP BY correlation_id
+        """
+    )
+
+
+def count_shared_correlations(con: duckdb.DuckDBPyConnection, run_id: int, same_process: str) -> None:
+    """Record `correlation_ids_with_several_launches`: ids shared by more than one launch in one scope."""
+    several = con.execute(
+        f"""
+        SELECT count(*) FROM (
+            SELECT 1 FROM launches WHERE run_id = ? AND correlation_id IS NOT NULL
+            GROUP BY {same_process}, correlation_id HAVING count(*) > 1
+        )
+        """,
+        [run_id],
+    ).fetchall()[0][0]
     add_stat(
         con,
         run_id,
@@ -147,17 +192,35 @@ def link_launches(con: duckdb.DuckDBPyConnection, run_id: int, same_process: str
 
 
 def compute_range_nesting(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
-    """Fill cpu_ranges.depth and parent_id: nesting among the ranges of one thread.
-
-    Ranges are ordered by (start, longer first). Depth is the number of ranges of the thread open at a
-    range's start (+1 at each start, -1 at each end, ends before starts at equal times); the parent is the
-    latest-starting range one level up that started no later (an ASOF join).
-    """
+    """Fill cpu_ranges.depth and parent_id of a run's ranges (see range_nesting_table)."""
+    range_nesting_table(
+        con,
+        f"""(SELECT range_id, rank, pid, tid, start_ns, end_ns, kind FROM cpu_ranges
+             WHERE run_id = {int(run_id)})""",
+    )
     con.execute(
         """
+        UPDATE cpu_ranges r SET depth = p.depth, parent_id = CASE WHEN p.depth > 0 THEN p.parent_id END
+        FROM _range_parent p WHERE r.run_id = ? AND r.range_id = p.range_id
+        """,
+        [run_id],
+    )
+
+
+def range_nesting_table(con: duckdb.DuckDBPyConnection, ranges: str) -> None:
+    """Create temp table `_range_parent(range_id, depth, parent_id)`: nesting among the ranges of one thread.
+
+    `ranges` is a table or parenthesized query with range_id, rank, pid, tid, start_ns, end_ns and kind.
+    Ranges are ordered by (start, longer first). Depth is the number of ranges of the thread open at a
+    range's start (+1 at each start, -1 at each end, ends before starts at equal times); the parent is the
+    latest-starting range one level up that started no later (an ASOF join). parent_id is meaningful only
+    where depth > 0. Marks do not nest and are absent.
+    """
+    con.execute(
+        f"""
         CREATE OR REPLACE TEMP TABLE _range_depth AS
         WITH r AS (
-            SELECT range_id, rank, pid, tid, start_ns, end_ns FROM cpu_ranges WHERE run_id = ? AND kind <> 'mark'
+            SELECT range_id, rank, pid, tid, start_ns, end_ns FROM {ranges} WHERE kind <> 'mark'
         ), edges AS (
             SELECT rank, pid, tid, start_ns AS t, 1 AS delta, -end_ns AS tiebreak, range_id FROM r
             UNION ALL
@@ -170,8 +233,7 @@ def compute_range_nesting(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
         )
         SELECT range_id, rank, pid, tid, t AS start_ns, greatest(depth, 0)::INTEGER AS depth
         FROM running WHERE range_id IS NOT NULL
-        """,
-        [run_id],
+        """
     )
     con.execute(
         """
@@ -182,13 +244,6 @@ def compute_range_nesting(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
           ON c.rank = p.rank AND c.pid IS NOT DISTINCT FROM p.pid AND c.tid IS NOT DISTINCT FROM p.tid
          AND c.depth = p.depth + 1 AND c.start_ns >= p.start_ns
         """
-    )
-    con.execute(
-        """
-        UPDATE cpu_ranges r SET depth = p.depth, parent_id = CASE WHEN p.depth > 0 THEN p.parent_id END
-        FROM _range_parent p WHERE r.run_id = ? AND r.range_id = p.range_id
-        """,
-        [run_id],
     )
 
 
@@ -244,10 +299,22 @@ def record_link_stats(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
         )
 
 
-def finish_run(con: duckdb.DuckDBPyConnection, run_id: int, extra_comm_patterns: tuple[str, ...] = ()) -> None:
-    """Classification, nesting, span and counters: everything that is the same for every backend."""
-    classify_kernels(con, run_id, extra_comm_patterns)
-    compute_range_nesting(con, run_id)
+def finish_run(
+    con: duckdb.DuckDBPyConnection,
+    run_id: int,
+    extra_comm_patterns: tuple[str, ...] = (),
+    classified: bool = False,
+    ranges_nested: bool = False,
+) -> None:
+    """Classification, nesting, span and counters: everything that is the same for every backend.
+
+    A backend that already classified kernels (kernel_class_table) or nested ranges (range_nesting_table)
+    while inserting says so, and that pass is skipped.
+    """
+    if not classified:
+        classify_kernels(con, run_id, extra_comm_patterns)
+    if not ranges_nested:
+        compute_range_nesting(con, run_id)
     record_link_stats(con, run_id)
     con.execute(
         """

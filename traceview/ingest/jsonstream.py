@@ -1,0 +1,266 @@
+"""The traceEvents array of a Kineto trace, fed to DuckDB through named pipes: no copy on disk, parsed in parallel.
+
+Reads: one trace file (.json or .json.gz). Writes: nothing but `parts` named pipes (FIFOs) in a temporary
+directory. A producer thread decompresses the file (python-isal when installed, else zlib), and cuts the
+array into segments at event boundaries; writer threads feed each pipe a valid JSON array of whole
+events, so DuckDB's `read_json` parses the pipes in parallel (it parses one file per thread). The last
+`HOLD` bytes are kept back until the end of the file, where the array's closing bracket is found and the
+metadata after it (the trailer) is parsed.
+
+Boundaries are found only in the layout PyTorch's profiler writes (`\\n  },\\n  {\\n` between events, the
+one place where a `}` at that indentation is followed by a `{`); a file in another layout goes through
+one pipe. A boundary found by mistake could only cut an event in two, and an unbalanced part fails to
+parse. Anything unusual (a gzip error, no closing bracket near the end, a parse error) raises
+`StreamFailed` or a DuckDB error, and the caller falls back to the temp-file path, which handles damaged
+files exactly as before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip as _stdlib_gzip
+import os
+import queue
+import tempfile
+import threading
+import zlib
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+try:  # python-isal: the same gzip format, decompressed 2-3x faster
+    from isal import igzip as _gzip
+except ImportError:  # pragma: no cover - isal is a dependency, but zlib is always there
+    import gzip as _gzip  # type: ignore[no-redef]
+
+CHUNK = 1 << 22  # decompressed bytes read at a time
+HOLD = 1 << 20  # bytes kept back until the end of the file, to find where the array ends
+MAX_UNCUT = 1 << 26  # more than this without an event boundary: not the layout this path handles
+QUEUE_SEGMENTS = 3  # segments waiting per pipe (bounds memory: parts * QUEUE_SEGMENTS * ~CHUNK)
+BOUNDARY = b"\n  },\n  {\n"
+F_SETPIPE_SZ = 1031  # Linux: grow the pipe buffer from 64 KiB
+PIPE_SIZE = 1 << 20
+
+Progress = Callable[[str, int, int], None]
+
+
+class StreamFailed(Exception):
+    """The fast path cannot read this file; the caller should use the temp-file path."""
+
+
+def decompressed_chunks(
+    trace_file: Path, progress: Progress | None = None, size: int = CHUNK, careful: bool = False
+) -> Iterator[bytes]:
+    """The file's bytes, gunzipped when it starts with the gzip magic, about `size` at a time.
+
+    Errors of the gzip layer (EOFError, OSError, zlib.error) reach the caller as they are. `careful` uses
+    the standard library's gzip a block at a time, so that everything before damage is yielded before the
+    error (--salvage); otherwise python-isal decompresses, and data in the chunk that fails is lost.
+    """
+    total = trace_file.stat().st_size
+    with open(trace_file, "rb") as raw:
+        gz = raw.read(2) == b"\x1f\x8b"
+        raw.seek(0)
+        if not gz:
+            while chunk := raw.read(size):
+                if progress:
+                    progress(f"reading {trace_file.name}", raw.tell(), total)
+                yield chunk
+            return
+        if not careful:
+            with _gzip.GzipFile(fileobj=raw) as fast:
+                while chunk := fast.read(size):
+                    if progress:
+                        progress(f"reading {trace_file.name}", raw.tell(), total)
+                    yield chunk
+            return
+        with _stdlib_gzip.GzipFile(fileobj=raw) as stream:
+            pieces: list[bytes] = []
+            held = 0
+            try:
+                while piece := stream.read1(size):
+                    pieces.append(piece)
+                    held += len(piece)
+                    if held >= size:
+                        if progress:
+                            progress(f"reading {trace_file.name}", raw.tell(), total)
+                        yield b"".join(pieces)
+                        pieces, held = [], 0
+            except gzip_errors():
+                if pieces:
+                    yield b"".join(pieces)  # what decompressed before the damage, then the error
+                raise
+            if pieces:
+                yield b"".join(pieces)
+
+
+def gzip_errors() -> tuple[type[BaseException], ...]:
+    """Exceptions that mean damaged gzip data, whichever library decompresses."""
+    errors: list[type[BaseException]] = [EOFError, OSError, zlib.error]
+    with contextlib.suppress(ImportError):
+        from isal import isal_zlib
+
+        errors.append(isal_zlib.error)
+    return tuple(errors)
+
+
+class EventPipes:
+    """Context manager: named pipes that together hold the events of one trace's array.
+
+    `first` is the decompressed data from the array's `[` on (read by the caller while looking for the
+    header); `rest` yields the remaining decompressed chunks. Enter to get the pipe paths, read them all
+    with DuckDB, then call `finish()` for the metadata after the array and the byte count; `finish`
+    raises StreamFailed when the data was not a clean array.
+    """
+
+    def __init__(
+        self,
+        first: bytes,
+        rest: Iterator[bytes],
+        parts: int,
+        find_end: Callable[[bytes], tuple[int, dict[str, Any]] | None],
+    ) -> None:
+        self._first = first
+        self._rest = rest
+        self._find_end = find_end
+        self._tmp = tempfile.TemporaryDirectory(prefix="traceview-pipes-")
+        self.paths = [Path(self._tmp.name) / f"events-{i}.json" for i in range(max(parts, 1))]
+        self._queues: list[queue.Queue[bytes | None]] = [queue.Queue(QUEUE_SEGMENTS) for _ in self.paths]
+        self._cancel = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._error: BaseException | None = None
+        self._writer_errors: list[BaseException] = []
+        self.trailer: dict[str, Any] = {}
+        self.json_bytes = 0
+
+    def __enter__(self) -> list[Path]:
+        for path in self.paths:
+            os.mkfifo(path)
+        self._threads = [
+            threading.Thread(target=self._write, args=(path, q), daemon=True, name=f"traceview-pipe-{i}")
+            for i, (path, q) in enumerate(zip(self.paths, self._queues, strict=True))
+        ]
+        self._threads.append(threading.Thread(target=self._produce, daemon=True, name="traceview-producer"))
+        for thread in self._threads:
+            thread.start()
+        return self.paths
+
+    def cancel(self) -> None:
+        """Stop feeding (the reader failed): unblock writers waiting for a reader and let them drain."""
+        self._cancel.set()
+        for path in self.paths:
+            with contextlib.suppress(OSError):
+                os.close(os.open(path, os.O_RDONLY | os.O_NONBLOCK))
+
+    def finish(self) -> None:
+        """Wait for the threads; raise StreamFailed unless every event was delivered."""
+        for thread in self._threads:
+            thread.join()
+        if self._error is not None:
+            raise StreamFailed(str(self._error)) from self._error
+        if self._writer_errors:
+            raise StreamFailed(str(self._writer_errors[0])) from self._writer_errors[0]
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None) -> None:
+        if any(t.is_alive() for t in self._threads):
+            self.cancel()
+            for thread in self._threads:
+                thread.join()
+        self._tmp.cleanup()
+
+    # -- producer: decompressed bytes -> segments of whole events -> the least busy pipe
+
+    def _produce(self) -> None:
+        try:
+            self._split()
+        except BaseException as error:  # reported by finish()
+            self._error = error
+            self._cancel.set()
+        finally:
+            for q in self._queues:
+                self._put(q, None, force=True)
+
+    def _split(self) -> None:
+        buf = bytearray(self._first[1:])  # drop the array's `[`; every pipe writes its own
+        self.json_bytes = len(self._first)
+        self._first = b""
+        for chunk in self._rest:
+            if self._cancel.is_set():
+                return
+            self.json_bytes += len(chunk)
+            buf += chunk
+            if len(buf) < HOLD + CHUNK:
+                continue
+            cut = buf.rfind(BOUNDARY, 0, len(buf) - HOLD)
+            if cut < 0:
+                if len(buf) > MAX_UNCUT:
+                    raise StreamFailed("no event boundary in the layout this path splits")
+                continue
+            self._route(bytes(buf[: cut + 4]))  # through the event's closing brace
+            del buf[: cut + 5]  # and the comma
+        tail_start = max(0, len(buf) - HOLD)
+        end = self._find_end(bytes(buf[tail_start:]))
+        if end is None:
+            raise StreamFailed("the traceEvents array does not close near the end of the file")
+        offset, self.trailer = end
+        if buf[: tail_start + offset].strip():
+            self._route(bytes(buf[: tail_start + offset]))
+
+    def _route(self, segment: bytes) -> None:
+        """Put `segment` on the pipe with the fewest waiting segments; wait only when all are full."""
+        while not self._cancel.is_set():
+            for q in sorted(self._queues, key=lambda q: q.qsize()):
+                try:
+                    q.put_nowait(segment)
+                    return
+                except queue.Full:
+                    continue
+            with contextlib.suppress(queue.Full):
+                min(self._queues, key=lambda q: q.qsize()).put(segment, timeout=0.05)
+                return
+
+    def _put(self, q: queue.Queue[bytes | None], item: bytes | None, force: bool = False) -> None:
+        while True:
+            try:
+                q.put(item, timeout=0.05)
+                return
+            except queue.Full:
+                if self._cancel.is_set() and not force:
+                    return
+
+    # -- writers: one per pipe
+
+    def _write(self, path: Path, q: queue.Queue[bytes | None]) -> None:
+        fd = -1
+        try:
+            fd = os.open(path, os.O_WRONLY)  # waits for the reader
+            with contextlib.suppress(OSError):
+                import fcntl
+
+                fcntl.fcntl(fd, F_SETPIPE_SZ, PIPE_SIZE)
+            _write_all(fd, b"[")
+            first = True
+            while (segment := q.get()) is not None:
+                if self._cancel.is_set():
+                    continue
+                if not first:
+                    _write_all(fd, b",")
+                _write_all(fd, segment)
+                first = False
+            if not self._cancel.is_set():
+                _write_all(fd, b"]\n")
+        except OSError as error:
+            self._writer_errors.append(error)
+            self._cancel.set()
+            while q.get() is not None:  # drain so that the producer never waits on this pipe
+                pass
+        finally:
+            if fd >= 0:
+                os.close(fd)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
