@@ -41,6 +41,8 @@ WITH
     _open AS (
         SELECT
             _key,
+            t,
+            d_all,
             sum(d_all) OVER w AS n_all,
             sum(d_comm) OVER w AS n_comm,
             sum(d_compute) OVER w AS n_compute,
@@ -48,31 +50,27 @@ WITH
         FROM _events
         WINDOW w AS (PARTITION BY _key ORDER BY t, d_all DESC ROWS UNBOUNDED PRECEDING)
     ),
-    -- Lengths of the stretches per class of open kernels.
+    -- Count and extent of the kernels, and the lengths of the stretches per class of open kernels.
     _lengths AS (
         SELECT
             _key,
+            count(*) FILTER (d_all = 1) AS kernels,
+            min(t) AS first_start_ns,
+            max(t) AS last_end_ns,
             coalesce(sum(stretch_ns) FILTER (n_all > 0), 0)::BIGINT AS busy_ns,
             coalesce(sum(stretch_ns) FILTER (n_comm > 0), 0)::BIGINT AS comm_ns,
             coalesce(sum(stretch_ns) FILTER (n_compute > 0), 0)::BIGINT AS compute_ns,
             coalesce(sum(stretch_ns) FILTER (n_comm > 0 AND n_compute > 0), 0)::BIGINT AS overlap_ns
         FROM _open
         GROUP BY _key
-    ),
-    -- Count and extent of the kernels of each partition.
-    _extent AS (
-        SELECT _key, count(*) AS kernels, min(start_ns) AS first_start_ns, max(end_ns) AS last_end_ns
-        FROM _keyed
-        GROUP BY _key
     )
 SELECT
-    unnest(e._key),
-    e.kernels,
-    e.first_start_ns,
-    e.last_end_ns,
-    l.busy_ns,
-    l.comm_ns,
-    l.compute_ns,
-    l.overlap_ns
-FROM _extent AS e
-JOIN _lengths AS l ON l._key = e._key;
+    unnest(_key),
+    kernels,
+    first_start_ns,
+    last_end_ns,
+    busy_ns,
+    comm_ns,
+    compute_ns,
+    overlap_ns
+FROM _lengths;

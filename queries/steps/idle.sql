@@ -16,7 +16,8 @@
 -- @column longest_gap_us us: the longest gap
 -- @example FROM step_idle(min_us := 10) WHERE NOT warmup
 
--- Idle time (span - union of kernels) and the gaps between merged kernels (interval_gaps) of each step.
+-- Idle time of each step is the sum of the gaps between its merged kernels (interval_gaps): the union of the
+-- kernels fills the span but for those gaps, so busy = span - idle.
 CREATE OR REPLACE MACRO step_idle(run := NULL, min_us := 0) AS TABLE
 WITH
     -- Kernels of each step of the chosen runs.
@@ -26,19 +27,19 @@ WITH
         WHERE kind = 'kernel' AND step IS NOT NULL
           AND run_id IN (SELECT run_id FROM run_select(run := run))
     ),
-    -- Count, extent and busy time of each step's kernels.
+    -- Count and extent of each step's kernels.
     _extent AS (
         SELECT run_id, rank, step, count(*) AS kernels, max(end_ns) - min(start_ns) AS span_ns
         FROM _kernels
         GROUP BY ALL
     ),
-    _busy AS (FROM interval_length(_kernels)),
     -- Gaps between the merged kernel intervals, summarized per step.
     _gaps AS (
         SELECT
             run_id,
             rank,
             step,
+            sum(end_ns - start_ns) AS idle_ns,
             count(*) FILTER ((end_ns - start_ns) / 1e3 >= min_us) AS gaps,
             coalesce(sum(end_ns - start_ns) FILTER ((end_ns - start_ns) / 1e3 >= min_us), 0) AS gaps_ns,
             max(end_ns - start_ns) AS longest_ns
@@ -52,14 +53,13 @@ SELECT
     s.warmup,
     e.kernels,
     e.span_ns / 1e3 AS span_us,
-    b.length_ns / 1e3 AS busy_us,
-    (e.span_ns - b.length_ns) / 1e3 AS idle_us,
-    100.0 * (e.span_ns - b.length_ns) / nullif(e.span_ns, 0) AS idle_pct,
+    (e.span_ns - coalesce(g.idle_ns, 0)) / 1e3 AS busy_us,
+    coalesce(g.idle_ns, 0) / 1e3 AS idle_us,
+    100.0 * coalesce(g.idle_ns, 0) / nullif(e.span_ns, 0) AS idle_pct,
     coalesce(g.gaps, 0) AS gaps,
     coalesce(g.gaps_ns, 0) / 1e3 AS gaps_us,
     coalesce(g.longest_ns, 0) / 1e3 AS longest_gap_us
 FROM steps AS s
 JOIN _extent AS e USING (run_id, rank, step)
-JOIN _busy AS b USING (run_id, rank, step)
 LEFT JOIN _gaps AS g USING (run_id, rank, step)
 ORDER BY s.run_id, s.rank, s.step;
