@@ -3,29 +3,34 @@
 Reads: `.json`, `.json.gz` or `.pt.trace.json(.gz)` files, one per rank. Writes: ranks, gpu_activity,
 launches, cpu_ranges, gpu_ranges, threads and ingest_stats rows for one run.
 
-The trace is never held as Python objects. Each file is streamed once (gunzipped if needed) into a
-temporary file holding only its `traceEvents` array; the small metadata around the array (before and
-after it) is parsed with `json`. DuckDB's JSON reader then reads the array in parallel, keeping only the
-fields and categories traceview uses, and SQL moves the rows into the schema.
+The trace is never held as Python objects. Each file is streamed once (gunzipped if needed, with
+python-isal) through named pipes into DuckDB's JSON reader (ingest/jsonstream.py: the array is cut at event
+boundaries so that DuckDB parses the pipes in parallel, and nothing is copied to disk); the small metadata
+around the array (before and after it) is parsed with `json`. The reader stages every event with typed
+columns in one temp table (`_ev`), and one INSERT per table moves the rows into the schema, with launch
+links, kernel classes and range nesting computed on the way in (no UPDATE passes).
+
+Files that the fast path cannot read (a value of an unexpected type, a damaged or cut-off file, another
+JSON layout that does not parse) go through the original path: the array is copied to a temp file and
+read with every value as raw JSON, cast with TRY_CAST; truncation and --salvage are handled there.
 """
 
 from __future__ import annotations
 
-import gzip
 import json
+import os
 import re
 import tempfile
-import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import duckdb
 
 from ..db import first_row
 from ..errors import BadInputError
-from . import IngestOptions, LoadedSource, Source, common
+from . import IngestOptions, LoadedSource, Source, common, jsonstream
 
 CHUNK = 1 << 24
 MAX_HEADER = 1 << 28
@@ -77,6 +82,27 @@ ARG_COLUMNS = {
     "arg_name": "args.name ->> '$'",
 }
 
+# The fast path reads values with their own types; a value of another type fails the read and the file is
+# read again through the robust path above.
+FAST_EVENT_COLUMNS = {
+    **EVENT_COLUMNS,
+    "ts": "DECIMAL(24, 3)",
+    "dur": "DECIMAL(24, 3)",
+    "args": 'STRUCT(correlation BIGINT, device BIGINT, stream BIGINT, grid INTEGER[], block INTEGER[], "bytes" BIGINT, '
+    '"Collective name" VARCHAR, "graph id" BIGINT, "graph node id" BIGINT, "name" VARCHAR)',
+}
+FAST_ARG_COLUMNS = {
+    "correlation": "args.correlation",
+    "device": "args.device",
+    "stream": "args.stream",
+    "grid": "args.grid",
+    "block": "args.block",
+    "bytes": 'args."bytes"',
+    "collective": 'args."Collective name"',
+    "graph_id": 'args."graph id"',
+    "graph_node_id": 'args."graph node id"',
+    "arg_name": "args.name",
+}
 RANK_IN_FILE_NAME = re.compile(r"rank[-_.]?(\d+)", re.IGNORECASE)
 
 
@@ -90,35 +116,81 @@ class EventArray:
     lost_bytes: int
 
 
+@dataclass(frozen=True)
+class Staged:
+    """What staging one file into temp table _ev found besides the events."""
+
+    metadata: dict[str, Any]
+    json_bytes: int
+    lost_bytes: int
+    streamed: bool
+
+
 def load(con: duckdb.DuckDBPyConnection, source: Source, run_id: int, options: IngestOptions) -> LoadedSource:
     """Load every file of `source` (one per rank) into run `run_id`."""
     warnings: list[str] = []
     partial = False
     anchors: set[int] = set()
     versions: set[str] = set()
-    with tempfile.TemporaryDirectory(prefix="traceview-") as tmp:
-        for order, trace_file in enumerate(source.files):
-            array = extract_event_array(trace_file, Path(tmp), options)
-            rank, rank_from = _rank_of(array.metadata, trace_file, order, len(source.files))
-            _read_events(con, array.path, trace_file)
-            _check_not_empty(con, trace_file)
-            base_ns = _int_or_none(array.metadata.get("baseTimeNanoseconds"), bits=64) or 0
-            _insert_rows(con, run_id, rank, base_ns)
-            _insert_rank(con, run_id, rank, rank_from, trace_file, array.metadata)
-            _record_file_stats(con, run_id, rank, array)
-            warnings += _file_warnings(con, trace_file, array)
-            partial = partial or array.lost_bytes > 0
-            if "baseTimeNanoseconds" in array.metadata:
-                anchors.add(base_ns)
-            versions.add(_profiler_version(array.metadata))
-            array.path.unlink()
-    common.link_launches(con, run_id, same_process="rank")
+    for order, trace_file in enumerate(source.files):
+        staged = stage_events(con, trace_file, options)
+        rank, rank_from = _rank_of(staged.metadata, trace_file, order, len(source.files))
+        _check_not_empty(con, trace_file)
+        base_ns = _int_or_none(staged.metadata.get("baseTimeNanoseconds"), bits=64) or 0
+        _insert_rows(con, run_id, rank, base_ns, options.comm_patterns)
+        _insert_rank(con, run_id, rank, rank_from, trace_file, staged.metadata)
+        kernels = _record_file_stats(con, run_id, rank, staged, base_ns)
+        warnings += _file_warnings(trace_file, staged, kernels)
+        partial = partial or staged.lost_bytes > 0
+        if "baseTimeNanoseconds" in staged.metadata:
+            anchors.add(base_ns)
+        versions.add(_profiler_version(staged.metadata))
+        con.execute("DROP TABLE IF EXISTS _ev")
+    common.count_shared_correlations(con, run_id, same_process="rank")
     return LoadedSource(
         profiler_version=", ".join(sorted(versions)),
         clock_anchor_ns=min(anchors) if anchors else None,
         partial=partial,
         warnings=tuple(warnings),
+        linked=True,
+        classified=True,
+        ranges_nested=True,
     )
+
+
+def stage_events(con: duckdb.DuckDBPyConnection, trace_file: Path, options: IngestOptions) -> Staged:
+    """Read one file's events into temp table _ev: the streamed fast path, else the temp-file path."""
+    if hasattr(os, "mkfifo"):
+        try:
+            return _stage_streamed(con, trace_file, options)
+        except (jsonstream.StreamFailed, duckdb.Error, *jsonstream.gzip_errors()):
+            pass  # read it again the careful way, which also words the error, if any
+    with tempfile.TemporaryDirectory(prefix="traceview-") as tmp:
+        array = extract_event_array(trace_file, Path(tmp), options)
+        _read_events(con, array.path, trace_file)
+        return Staged(array.metadata, array.json_bytes, array.lost_bytes, streamed=False)
+
+
+def _stage_streamed(con: duckdb.DuckDBPyConnection, trace_file: Path, options: IngestOptions) -> Staged:
+    chunks = jsonstream.decompressed_chunks(trace_file, options.progress)
+    header, first = _read_header(trace_file, chunks)
+    pipes = jsonstream.EventPipes(
+        first, chunks, _threads(con), lambda tail: _array_end_in_tail(tail, header.bare_array)
+    )
+    with pipes as paths:
+        try:
+            _stage(con, [str(p) for p in paths], FAST_EVENT_COLUMNS, FAST_ARG_COLUMNS)
+        except BaseException:
+            pipes.cancel()
+            raise
+        pipes.finish()
+    return Staged({**header.metadata, **pipes.trailer}, header.offset + pipes.json_bytes, 0, streamed=True)
+
+
+def _threads(con: duckdb.DuckDBPyConnection) -> int:
+    """DuckDB's worker threads: the number of pipes worth feeding (one file per thread)."""
+    row = first_row(con.execute("SELECT current_setting('threads')").fetchall())
+    return max(1, min(int(row[0]) if row else 1, 8))
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -141,26 +213,21 @@ def extract_event_array(trace_file: Path, tmp: Path, options: IngestOptions) -> 
 
 
 def _decompressed_chunks(trace_file: Path, options: IngestOptions) -> Iterator[bytes]:
-    total = trace_file.stat().st_size
-    with open(trace_file, "rb") as raw:
-        stream: BinaryIO = gzip.GzipFile(fileobj=raw) if raw.read(2) == b"\x1f\x8b" else raw
-        raw.seek(0)
-        while True:
-            try:
-                chunk = stream.read(CHUNK)
-            except (EOFError, OSError, zlib.error) as error:
-                if options.salvage and isinstance(error, EOFError):
-                    return
-                raise BadInputError(
-                    trace_file,
-                    f"the gzip data is truncated or corrupt ({error})",
-                    "copy the file again, or add --salvage to keep the events before the damage",
-                ) from error
-            if not chunk:
+    chunks = jsonstream.decompressed_chunks(trace_file, options.progress, CHUNK, careful=True)
+    while True:
+        try:
+            chunk = next(chunks)
+        except StopIteration:
+            return
+        except jsonstream.gzip_errors() as error:
+            if options.salvage and isinstance(error, EOFError):
                 return
-            if options.progress:
-                options.progress(f"reading {trace_file.name}", raw.tell(), total)
-            yield chunk
+            raise BadInputError(
+                trace_file,
+                f"the gzip data is truncated or corrupt ({error})",
+                "copy the file again, or add --salvage to keep the events before the damage",
+            ) from error
+        yield chunk
 
 
 @dataclass(frozen=True)
@@ -249,24 +316,51 @@ def _array_end_in_tail(tail: bytes, bare_array: bool) -> tuple[int, dict[str, An
 
     The closing bracket follows the last event's `}` (or the opening `[`) and is followed by `,` or `}`
     (the rest of the top-level object). Among such brackets, the earliest whose remainder parses as the
-    end of an object is the one: a bracket inside an event leaves unbalanced closers behind it.
+    end of an object is the one: a bracket inside an event leaves unbalanced closers behind it. The tail is
+    decoded once and each candidate's remainder parsed in place (no copy per candidate: traces with
+    record_shapes hold thousands of `[]` candidates).
     """
     if bare_array:
         stripped = tail.rstrip()
         return (len(stripped) - 1, {}) if stripped.endswith(b"]") else None
-    for match in re.finditer(rb"[}\[]\s*\]\s*[,}]", tail):
-        bracket = tail.index(b"]", match.start() + 1)
-        try:
-            trailer = json.loads(b'{"_":0' + tail[bracket + 1 :])
-        except ValueError:
-            continue
-        trailer.pop("_", None)
-        return bracket, trailer
+    first = re.search(rb"[}\[]\s*\]\s*[,}]", tail)
+    if first is None:
+        return None
+    text = tail[first.start() :].decode("utf-8", "surrogateescape")
+    for match in re.finditer(r"[}\[]\s*\]\s*[,}]", text):
+        bracket = text.index("]", match.start() + 1)
+        trailer = _object_rest(text, bracket + 1)
+        if trailer is not None:
+            return first.start() + len(text[:bracket].encode("utf-8", "surrogateescape")), trailer
     return None
 
 
 _JSON = json.JSONDecoder()
 _SPACE = re.compile(r"[ \t\n\r]*")
+
+
+def _object_rest(text: str, pos: int) -> dict[str, Any] | None:
+    """The members of `, "key": value ... }` from `pos` to the end of `text`; None unless that is all there is."""
+    members: dict[str, Any] = {}
+    end = len(text)
+    pos = _SPACE.match(text, pos).end()  # type: ignore[union-attr]
+    try:
+        while pos < end and text[pos] == ",":
+            key, pos = _JSON.raw_decode(text, _SPACE.match(text, pos + 1).end())  # type: ignore[union-attr]
+            pos = _SPACE.match(text, pos).end()  # type: ignore[union-attr]
+            if not isinstance(key, str) or text[pos : pos + 1] != ":":
+                return None
+            members[key], pos = _JSON.raw_decode(text, _SPACE.match(text, pos + 1).end())  # type: ignore[union-attr]
+            pos = _SPACE.match(text, pos).end()  # type: ignore[union-attr]
+    except ValueError:
+        return None
+    if text[pos : pos + 1] != "}" or _SPACE.match(text, pos + 1).end() != end:  # type: ignore[union-attr]
+        return None
+    try:
+        text[pos:].encode("utf-8")  # invalid UTF-8 in the trailer is not JSON
+    except UnicodeEncodeError:
+        return None
+    return members
 
 
 def _salvage(path: Path, size: int) -> int:
@@ -323,34 +417,80 @@ def _complete_prefix(path: Path) -> tuple[int, bool]:
 
 
 def _read_events(con: duckdb.DuckDBPyConnection, array_path: Path, trace_file: Path) -> None:
-    """Stage the events traceview keeps as temp table _ev (other categories keep only their category)."""
-    kept = list(GPU_KINDS) + list(LAUNCH_CATEGORIES) + list(CPU_RANGE_KINDS) + list(GPU_RANGE_CATEGORIES)
-    keep = (
-        f"(lower(cat) IN ({', '.join(repr(c) for c in kept)}) AND (lower(cat) <> 'python_function' "
-        "OR name LIKE 'nn.Module:%')) OR ph = 'M'"
-    )
-    arg_columns = ", ".join(f"CASE WHEN keep THEN {sql} END AS {name}" for name, sql in ARG_COLUMNS.items())
-    columns = "{" + ", ".join(f"{k!r}: {v!r}" for k, v in EVENT_COLUMNS.items()) + "}"
+    """Stage the array in `array_path` as _ev, every value read as raw JSON and cast with TRY_CAST."""
     try:
-        con.execute(
-            f"""
-            CREATE OR REPLACE TEMP TABLE _ev AS
-            SELECT lower(coalesce(cat, '')) AS cat, ph, CASE WHEN keep THEN name END AS name,
-                   CASE WHEN keep THEN pid END AS pid, CASE WHEN keep THEN tid END AS tid,
-                   TRY_CAST(ts AS DECIMAL(24, 3)) AS ts, TRY_CAST(dur AS DECIMAL(24, 3)) AS dur, {arg_columns}, keep
-            FROM (
-                SELECT *, coalesce({keep}, FALSE) AS keep
-                FROM read_json(?, format = 'array', columns = {columns}, maximum_object_size = 1073741824)
-            )
-            """,
-            [str(array_path)],
-        )
+        _stage(con, [str(array_path)], EVENT_COLUMNS, ARG_COLUMNS, robust=True)
     except (duckdb.InvalidInputException, duckdb.ConversionException) as error:
         raise BadInputError(
             trace_file,
             f"malformed trace JSON ({_first_line(error)})",
             "the file is damaged; record or copy it again (--salvage keeps events before a cut)",
         ) from error
+
+
+def _stage(
+    con: duckdb.DuckDBPyConnection,
+    files: list[str],
+    columns: dict[str, str],
+    args: dict[str, str],
+    robust: bool = False,
+) -> None:
+    """Create temp table _ev: one row per event, typed, with `tbl` telling which table it feeds.
+
+    tbl: 1 gpu_activity, 2 launches, 3 cpu_ranges, 4 gpu_ranges, 0 none; `keep` adds metadata events.
+    Times are converted once here to ns relative to the trace's base (start_rel, end_rel; NULL where they
+    overflow), only for complete events that feed a table. Events of other categories keep their category
+    and phase (for the counters) and NULL names.
+    """
+    spec = "{" + ", ".join(f"{k!r}: {v!r}" for k, v in columns.items()) + "}"
+    if robust:
+        ts, dur = "TRY_CAST(ts AS DECIMAL(24, 3))", "TRY_CAST(dur AS DECIMAL(24, 3))"
+        arg_columns = ", ".join(f"CASE WHEN keep THEN {sql} END AS {name}" for name, sql in args.items())
+    else:
+        ts, dur = "ts", "dur"
+        arg_columns = ", ".join(f"{sql} AS {name}" for name, sql in args.items())
+    tables = " ".join(
+        f"WHEN cat IN ({_sql_list(cats)}) THEN {code}"
+        for code, cats in ((1, GPU_KINDS), (2, LAUNCH_CATEGORIES), (4, GPU_RANGE_CATEGORIES))
+    )
+    cpu = _sql_list(c for c in CPU_RANGE_KINDS if c != "python_function")
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE _ev AS
+        SELECT cat, tbl, keep, ph, CASE WHEN keep THEN name END AS name,
+               CASE WHEN keep THEN TRY_CAST(pid AS BIGINT) END AS pid,
+               CASE WHEN keep THEN TRY_CAST(tid AS BIGINT) END AS tid,
+               t AS start_rel,
+               CASE WHEN dur IS NULL OR dur <= 0 THEN t
+                    WHEN d IS NULL OR t > 9223372036854775807 - d THEN NULL
+                    ELSE t + d END AS end_rel,
+               ts IS NULL AS no_ts, coalesce(dur < 0, FALSE) AS neg_dur,
+               {arg_columns}
+        FROM (
+            SELECT *, CASE WHEN tbl > 0 AND ph = 'X' THEN TRY_CAST(ts * 1000 AS BIGINT) END AS t,
+                   CASE WHEN tbl > 0 AND ph = 'X' AND dur > 0 THEN TRY_CAST(dur * 1000 AS BIGINT) END AS d
+            FROM (
+                SELECT *, tbl > 0 OR coalesce(ph = 'M', FALSE) AS keep
+                FROM (
+                    SELECT *, CASE {tables} WHEN cat IN ({cpu}) THEN 3
+                                   WHEN cat = 'python_function' AND name LIKE 'nn.Module:%' THEN 3 ELSE 0 END AS tbl
+                    FROM (
+                        SELECT lower(coalesce(cat, '')) AS cat, ph, name, pid, tid, {ts} AS ts, {dur} AS dur, args
+                        FROM read_json(?, format = 'array', columns = {spec}, maximum_object_size = {MAX_EVENT})
+                    )
+                )
+            )
+        )
+        """,
+        [files],
+    )
+
+
+def _valid_times(base_ns: int) -> str:
+    """SQL: the event's start and end in ns fit a BIGINT once `base_ns` is added."""
+    if base_ns >= 0:
+        return f"start_rel IS NOT NULL AND end_rel IS NOT NULL AND end_rel <= {(1 << 63) - 1 - base_ns}"
+    return f"start_rel IS NOT NULL AND end_rel IS NOT NULL AND start_rel >= {-(1 << 63) - base_ns}"
 
 
 def _first_line(error: Exception) -> str:
@@ -363,108 +503,121 @@ def _check_not_empty(con: duckdb.DuckDBPyConnection, trace_file: Path) -> None:
         raise BadInputError(trace_file, "the trace holds no events", "profile a region that runs some work")
 
 
-def _insert_rows(con: duckdb.DuckDBPyConnection, run_id: int, rank: int, base_ns: int) -> None:
+def _insert_rows(
+    con: duckdb.DuckDBPyConnection, run_id: int, rank: int, base_ns: int, comm_patterns: tuple[str, ...]
+) -> None:
+    """Move the kept events of _ev into the schema's tables, launches first so that GPU work can link to them."""
     params = {"run": run_id, "rank": rank}
+    # The complete events with their times in ns on the trace's clock (those that overflow are left out
+    # and counted in _record_file_stats).
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP VIEW _x AS
+        SELECT * EXCLUDE (start_rel, end_rel),
+               start_rel + {int(base_ns)} AS start_ns, end_rel + {int(base_ns)} AS end_ns
+        FROM _ev WHERE tbl > 0 AND ph = 'X' AND {_valid_times(base_ns)}
+        """
+    )
     con.execute(
         """
-        CREATE OR REPLACE TEMP TABLE _x AS
-        SELECT *, TRY_CAST(round(ts * 1000) + $base AS BIGINT) AS start_ns,
-               TRY_CAST(round(ts * 1000) + $base + greatest(round(coalesce(dur, 0) * 1000), 0) AS BIGINT) AS end_ns
-        FROM _ev WHERE keep AND ph = 'X' AND ts IS NOT NULL
-        """,
-        {"base": base_ns},
-    )
-    _drop_out_of_range(con, run_id, rank)
-    gpu_kinds = "CASE cat " + " ".join(f"WHEN '{c}' THEN '{k}'" for c, k in GPU_KINDS.items()) + " END"
-    common.short_names_table(con, f"SELECT name FROM _x WHERE cat IN ({_sql_list(GPU_KINDS)})")
-    con.execute(
-        f"""
-        INSERT INTO gpu_activity (run_id, rank, activity_id, kind, device_id, stream_id, start_ns, end_ns, name,
-                                  short_name, category, comm_op, correlation_id, graph_id, graph_node_id, grid,
-                                  block, bytes)
-        SELECT $run, $rank,
-               (SELECT coalesce(max(activity_id), 0) FROM gpu_activity WHERE run_id = $run)
-                 + row_number() OVER (ORDER BY start_ns, end_ns),
-               {gpu_kinds} AS kind,
-               coalesce(device, TRY_CAST(pid AS BIGINT)), coalesce(stream, TRY_CAST(tid AS BIGINT)),
-               start_ns, end_ns, coalesce(x.name, ''), coalesce(s.short_name, ''),
-               CASE WHEN {gpu_kinds} <> 'kernel' THEN {gpu_kinds}
-                    WHEN collective IS NOT NULL THEN 'comm' ELSE 'compute' END,
-               {_COMM_OP_FROM_COLLECTIVE},
-               correlation, graph_id, graph_node_id,
-               grid, block, bytes
-        FROM _x x LEFT JOIN _short_names s USING (name)
-        WHERE cat IN ({_sql_list(GPU_KINDS)})
-        """,
-        params,
-    )
-    con.execute(
-        f"""
         INSERT INTO launches (run_id, rank, launch_id, pid, tid, start_ns, end_ns, name, api, correlation_id)
         SELECT $run, $rank,
                (SELECT coalesce(max(launch_id), 0) FROM launches WHERE run_id = $run)
                  + row_number() OVER (ORDER BY start_ns, end_ns),
-               TRY_CAST(pid AS BIGINT), TRY_CAST(tid AS BIGINT), start_ns, end_ns,
-               regexp_replace(coalesce(name, ''), '_v\\d+$', ''),
+               pid, tid, start_ns, end_ns,
+               CASE WHEN contains(name, '_v') THEN regexp_replace(name, '_v\\d+$', '') ELSE coalesce(name, '') END,
                CASE WHEN cat LIKE '%driver' OR regexp_matches(coalesce(name, ''), '^cu[A-Z]') THEN 'driver'
                     ELSE 'runtime' END,
                correlation
-        FROM _x WHERE cat IN ({_sql_list(LAUNCH_CATEGORIES)})
+        FROM _x WHERE tbl = 2
         """,
         params,
     )
-    range_kind = "CASE cat " + " ".join(f"WHEN '{c}' THEN '{k}'" for c, k in CPU_RANGE_KINDS.items()) + " END"
+    _insert_gpu_activity(con, run_id, rank, comm_patterns)
+    _insert_cpu_ranges(con, run_id, rank)
     con.execute(
-        f"""
-        INSERT INTO cpu_ranges (run_id, rank, range_id, pid, tid, start_ns, end_ns, closed, name, kind, depth)
-        SELECT $run, $rank,
-               (SELECT coalesce(max(range_id), 0) FROM cpu_ranges WHERE run_id = $run)
-                 + row_number() OVER (ORDER BY start_ns, end_ns DESC),
-               TRY_CAST(pid AS BIGINT), TRY_CAST(tid AS BIGINT), start_ns, end_ns, TRUE, coalesce(name, ''),
-               CASE WHEN name LIKE 'ProfilerStep#%' THEN 'step' ELSE {range_kind} END, 0
-        FROM _x WHERE cat IN ({_sql_list(CPU_RANGE_KINDS)})
-        """,
-        params,
-    )
-    con.execute(
-        f"""
+        """
         INSERT INTO gpu_ranges (run_id, rank, range_id, device_id, stream_id, start_ns, end_ns, name)
         SELECT $run, $rank,
                (SELECT coalesce(max(range_id), 0) FROM gpu_ranges WHERE run_id = $run)
                  + row_number() OVER (ORDER BY start_ns, end_ns DESC),
-               coalesce(device, TRY_CAST(pid AS BIGINT)), coalesce(stream, TRY_CAST(tid AS BIGINT)),
-               start_ns, end_ns, coalesce(name, '')
-        FROM _x WHERE cat IN ({_sql_list(GPU_RANGE_CATEGORIES)})
+               coalesce(device, pid), coalesce(stream, tid), start_ns, end_ns, coalesce(name, '')
+        FROM _x WHERE tbl = 4
         """,
         params,
     )
     con.execute(
         """
         INSERT INTO threads (run_id, rank, pid, tid, process_name, thread_name)
-        SELECT $run, $rank, TRY_CAST(pid AS BIGINT) AS p,
-               CASE WHEN name = 'thread_name' THEN TRY_CAST(tid AS BIGINT) END,
+        SELECT $run, $rank, pid, CASE WHEN name = 'thread_name' THEN tid END,
                max(arg_name) FILTER (name = 'process_name'), max(arg_name) FILTER (name = 'thread_name')
-        FROM _ev WHERE ph = 'M' AND name IN ('process_name', 'thread_name') AND TRY_CAST(pid AS BIGINT) IS NOT NULL
+        FROM _ev WHERE ph = 'M' AND name IN ('process_name', 'thread_name') AND pid IS NOT NULL
         GROUP BY ALL
         """,
         params,
     )
 
 
-def _drop_out_of_range(con: duckdb.DuckDBPyConnection, run_id: int, rank: int) -> None:
-    """Drop (and count) events of _x whose start or end in ns does not fit a BIGINT, such as ts 1e20."""
-    n = con.execute("SELECT count(*) FROM _x WHERE start_ns IS NULL OR end_ns IS NULL").fetchall()[0][0]
-    if n:
-        con.execute("DELETE FROM _x WHERE start_ns IS NULL OR end_ns IS NULL")
-        common.add_stat(
-            con,
-            run_id,
-            rank,
-            "time_out_of_range",
-            "data_loss",
-            n,
-            "events whose start or end in ns overflows (dropped)",
-        )
+def _insert_gpu_activity(
+    con: duckdb.DuckDBPyConnection, run_id: int, rank: int, comm_patterns: tuple[str, ...]
+) -> None:
+    """Kernels, copies and sets, with their short name, class (ingest/common.py) and launch call."""
+    common.short_names_table(con, "SELECT DISTINCT name FROM _ev WHERE tbl = 1 AND ph = 'X'")
+    common.kernel_class_table(
+        con, "SELECT DISTINCT name FROM _ev WHERE tbl = 1 AND ph = 'X' AND cat = 'kernel'", comm_patterns
+    )
+    common.launch_table(con, f"SELECT * FROM launches WHERE run_id = {int(run_id)} AND rank = {int(rank)}")
+    gpu_kinds = "CASE cat " + " ".join(f"WHEN '{c}' THEN '{k}'" for c, k in GPU_KINDS.items()) + " END"
+    con.execute(
+        f"""
+        INSERT INTO gpu_activity (run_id, rank, activity_id, kind, device_id, stream_id, start_ns, end_ns, name,
+                                  short_name, category, comm_op, pid, correlation_id, launch_id, graph_id,
+                                  graph_node_id, grid, block, bytes)
+        SELECT $run, $rank,
+               (SELECT coalesce(max(activity_id), 0) FROM gpu_activity WHERE run_id = $run)
+                 + row_number() OVER (ORDER BY start_ns, end_ns),
+               kind, coalesce(device, x.pid), coalesce(stream, tid),
+               start_ns, end_ns, coalesce(x.name, ''), coalesce(s.short_name, ''),
+               CASE WHEN kind <> 'kernel' THEN kind WHEN collective IS NOT NULL THEN 'comm'
+                    ELSE coalesce(c.category, 'compute') END,
+               CASE WHEN kind = 'kernel' AND collective IS NULL AND c.name IS NOT NULL THEN c.comm_op
+                    ELSE {_COMM_OP_FROM_COLLECTIVE} END,
+               l.pid, correlation, l.launch_id, graph_id, graph_node_id, grid, block, bytes
+        FROM (SELECT *, {gpu_kinds} AS kind FROM _x WHERE tbl = 1) x
+        LEFT JOIN _short_names s ON s.name = x.name
+        LEFT JOIN _name_class c ON c.name = x.name
+        LEFT JOIN _launch_by_corr l ON l.correlation_id = x.correlation
+        """,
+        {"run": run_id, "rank": rank},
+    )
+
+
+def _insert_cpu_ranges(con: duckdb.DuckDBPyConnection, run_id: int, rank: int) -> None:
+    """CPU ranges with their nesting on their thread (ingest/common.py), computed before they are inserted."""
+    range_kind = "CASE cat " + " ".join(f"WHEN '{c}' THEN '{k}'" for c, k in CPU_RANGE_KINDS.items()) + " END"
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE _r AS
+        SELECT (SELECT coalesce(max(range_id), 0) FROM cpu_ranges WHERE run_id = $run)
+                 + row_number() OVER (ORDER BY start_ns, end_ns DESC) AS range_id,
+               $rank AS rank, pid, tid, start_ns, end_ns, coalesce(name, '') AS name,
+               CASE WHEN name LIKE 'ProfilerStep#%' THEN 'step' ELSE {range_kind} END AS kind
+        FROM _x WHERE tbl = 3
+        """,
+        {"run": run_id, "rank": rank},
+    )
+    common.range_nesting_table(con, "_r")
+    con.execute(
+        """
+        INSERT INTO cpu_ranges (run_id, rank, range_id, pid, tid, start_ns, end_ns, closed, name, kind, depth,
+                                parent_id)
+        SELECT $run, r.rank, r.range_id, r.pid, r.tid, r.start_ns, r.end_ns, TRUE, r.name, r.kind,
+               coalesce(p.depth, 0), CASE WHEN p.depth > 0 THEN p.parent_id END
+        FROM _r r LEFT JOIN _range_parent p USING (range_id)
+        """,
+        {"run": run_id},
+    )
+    con.execute("DROP TABLE _r")
 
 
 _COMM_OP_FROM_COLLECTIVE = """
@@ -542,17 +695,32 @@ def _rank_of(metadata: dict[str, Any], trace_file: Path, order: int, files: int)
     return (order, "file_order") if files > 1 else (0, "default")
 
 
-def _record_file_stats(con: duckdb.DuckDBPyConnection, run_id: int, rank: int, array: EventArray) -> None:
+def _record_file_stats(con: duckdb.DuckDBPyConnection, run_id: int, rank: int, staged: Staged, base_ns: int) -> int:
+    """Counters of what the file held and what was skipped or lost; returns the number of kernels."""
     rows = con.execute(
-        """SELECT cat, count(*) AS n, count(*) FILTER (keep) AS kept,
-                  count(*) FILTER (keep AND ph = 'X' AND dur < 0) AS negative,
-                  count(*) FILTER (keep AND ph = 'X' AND ts IS NULL) AS no_ts
+        f"""SELECT cat, count(*) AS n, count(*) FILTER (keep) AS kept,
+                  count(*) FILTER (keep AND ph = 'X' AND neg_dur) AS negative,
+                  count(*) FILTER (keep AND ph = 'X' AND no_ts) AS no_ts,
+                  count(*) FILTER (tbl > 0 AND ph = 'X' AND NOT no_ts AND NOT ({_valid_times(base_ns)}))
+                      AS out_of_range,
+                  count(*) FILTER (ph = 'X') AS complete
            FROM _ev GROUP BY cat ORDER BY cat"""
     ).fetchall()
     total = sum(r[1] for r in rows)
     common.add_stat(con, run_id, rank, "events", "info", total, "events in the traceEvents array")
-    common.add_stat(con, run_id, rank, "json_bytes", "info", array.json_bytes, "bytes of JSON read (uncompressed)")
-    for cat, n, kept, negative, no_ts in rows:
+    common.add_stat(con, run_id, rank, "json_bytes", "info", staged.json_bytes, "bytes of JSON read (uncompressed)")
+    out_of_range = sum(r[5] for r in rows)
+    if out_of_range:
+        common.add_stat(
+            con,
+            run_id,
+            rank,
+            "time_out_of_range",
+            "data_loss",
+            out_of_range,
+            "events whose start or end in ns overflows (dropped)",
+        )
+    for cat, n, kept, negative, no_ts, _, _ in rows:
         if n - kept:
             common.add_stat(
                 con,
@@ -583,24 +751,25 @@ def _record_file_stats(con: duckdb.DuckDBPyConnection, run_id: int, rank: int, a
                 no_ts,
                 "events without a usable ts (dropped)",
             )
-    if array.lost_bytes:
+    if staged.lost_bytes:
         common.add_stat(
             con,
             run_id,
             rank,
             "salvaged_bytes_lost",
             "data_loss",
-            array.lost_bytes,
+            staged.lost_bytes,
             "bytes after the last complete event of a cut-off trace (--salvage)",
         )
+    return sum(r[6] for r in rows if r[0] == "kernel")
 
 
-def _file_warnings(con: duckdb.DuckDBPyConnection, trace_file: Path, array: EventArray) -> list[str]:
+def _file_warnings(trace_file: Path, staged: Staged, kernels: int) -> list[str]:
     warnings = []
-    if con.execute("SELECT count(*) FROM _ev WHERE cat IN ('kernel') AND ph = 'X'").fetchall()[0][0] == 0:
+    if kernels == 0:
         warnings.append(f"{trace_file.name}: CPU-only trace (no GPU kernels)")
-    if array.lost_bytes:
-        warnings.append(f"{trace_file.name}: cut-off trace salvaged, {array.lost_bytes} bytes lost")
+    if staged.lost_bytes:
+        warnings.append(f"{trace_file.name}: cut-off trace salvaged, {staged.lost_bytes} bytes lost")
     return warnings
 
 
