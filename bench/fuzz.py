@@ -41,6 +41,12 @@ def make_case(backend: str, seed: int, number: int) -> fuzzing.Case:
     return fuzzing.kineto_case(rng) if backend == "kineto" else fuzzing.nsys_case(rng)
 
 
+def summary_line(detail: str) -> str:
+    """The exception line of a traceback (the last line that is not indented), else the first line."""
+    lines = [line for line in detail.strip().splitlines() if line and not line[0].isspace()]
+    return (lines[-1] if lines else detail.strip())[:200]
+
+
 def save_failure(directory: Path, backend: str, number: int, seed: int, case: fuzzing.Case, outcome: fuzzing.Outcome):
     target = directory / f"{backend}-{number:06d}"
     target.mkdir(parents=True, exist_ok=True)
@@ -83,7 +89,11 @@ def run(args: argparse.Namespace) -> int:
                     if not work:
                         return
                     backend, number = work.popleft()
-                case = make_case(backend, args.seed, number)
+                try:
+                    case = make_case(backend, args.seed, number)
+                except Exception as error:  # a mutator bug, not a traceview one: say so and go on
+                    print(f"harness error in {backend} case {number}: {error!r}", file=sys.stderr, flush=True)
+                    continue
                 outcome = runner.run(case)
                 with lock:
                     counts[outcome.kind] += 1
@@ -93,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
                         problems[f"{backend}: {outcome.detail}"] += 1
                     if outcome.kind in ("failure", "hang"):
                         saved = save_failure(args.failures, backend, number, args.seed, case, outcome)
-                        failures.append(f"{saved}: {outcome.detail.strip().splitlines()[-1][:200]}")
+                        failures.append(f"{saved}: {summary_line(outcome.detail)}")
                         print(f"FAIL {backend} case {number}: {failures[-1]}", file=sys.stderr, flush=True)
                     done = sum(counts.values())
                     if args.only is None and done % 500 == 0:

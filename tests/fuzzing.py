@@ -433,9 +433,32 @@ def _table(rng: random.Random, con: sqlite3.Connection) -> str:
     return rng.choice(preferred if preferred and rng.random() < 0.85 else present)
 
 
+# Columns traceview reads (mutated more often than the rest).
+_READ_COLUMNS = (
+    "start end globalPid globalTid deviceId streamId correlationId demangledName shortName nameId eventType text "
+    "textId domainId gridX gridY gridZ blockX blockY blockZ bytes copyKind srcKind dstKind memKind graphId "
+    "graphNodeId eventClass name value id cudaId gpuId cuDevice utcEpochNs systemClockNs stopTime duration"
+)
+READ_COLUMNS = frozenset(_READ_COLUMNS.split())
+
+
+def _column(rng: random.Random, con: sqlite3.Connection, table: str) -> str:
+    columns = _columns(con, table)
+    read = [c for c in columns if c in READ_COLUMNS]
+    return rng.choice(read if read and rng.random() < 0.8 else columns)
+
+
 def _some_rows(rng: random.Random, con: sqlite3.Connection, table: str) -> str:
+    """A WHERE clause picking 1 to all rows, the same ones for the same rng (no SQLite random())."""
     n = rng.choice([1, 3, 30, 100000])
-    return f'rowid IN (SELECT rowid FROM "{table}" ORDER BY random() LIMIT {n})'
+    order = f"(rowid * {rng.randrange(1, 1 << 20)} + {rng.randrange(1 << 20)}) % 1000003"
+    return f'rowid IN (SELECT rowid FROM "{table}" ORDER BY {order} LIMIT {n})'
+
+
+SQLITE_VALUES: list[Any] = [
+    *["abc", "", "12", " 12", "1e3", "\x00", "名前", b"\x00\xff", b"\xed\xa0\x80"],
+    *[1.5, -1, 0, 2**31, 2**63 - 1, -(2**63), 1e300, -1e300, float("inf"), float("-inf"), float("nan")],
+]
 
 
 def s_drop_table(rng: random.Random, con: sqlite3.Connection) -> None:
@@ -444,16 +467,14 @@ def s_drop_table(rng: random.Random, con: sqlite3.Connection) -> None:
 
 def s_nulls(rng: random.Random, con: sqlite3.Connection) -> None:
     table = _table(rng, con)
-    column = rng.choice(_columns(con, table))
+    column = _column(rng, con, table)
     con.execute(f'UPDATE "{table}" SET "{column}" = NULL WHERE {_some_rows(rng, con, table)}')
 
 
 def s_wrong_type(rng: random.Random, con: sqlite3.Connection) -> None:
     table = _table(rng, con)
-    column = rng.choice(_columns(con, table))
-    value = rng.choice(
-        ["abc", "", "12", 1.5, -1, 0, 2**63 - 1, -(2**63), 1e300, b"\x00\xff", "\x00", "名前", "\ud800".encode()]
-    )
+    column = _column(rng, con, table)
+    value = rng.choice(SQLITE_VALUES)
     con.execute(f'UPDATE "{table}" SET "{column}" = ? WHERE {_some_rows(rng, con, table)}', [value])
 
 
@@ -494,12 +515,19 @@ def s_hostile_strings(rng: random.Random, con: sqlite3.Connection) -> None:
         con.execute(f"UPDATE StringIds SET value = ? || value WHERE {_some_rows(rng, con, 'StringIds')}", [value])
 
 
+def s_invalid_utf8(rng: random.Random, con: sqlite3.Connection) -> None:
+    table = rng.choice(["StringIds", _table(rng, con)])
+    column = "value" if table == "StringIds" else _column(rng, con, table)
+    junk = rng.choice([b"\xff\xfe", b"\xed\xa0\x80", b"\xc3\x28", b"a\x00b"])
+    con.execute(f'UPDATE "{table}" SET "{column}" = CAST(? AS TEXT) WHERE {_some_rows(rng, con, table)}', [junk])
+
+
 def s_extreme_times(rng: random.Random, con: sqlite3.Connection) -> None:
     tables = [t for t in _tables(con) if "start" in _columns(con, t)]
     if tables:
         table = rng.choice(tables)
         column = rng.choice([c for c in ("start", "end") if c in _columns(con, table)])
-        value = rng.choice([-1, 0, 2**63 - 1, -(2**63), 2**62, 1e300])
+        value = rng.choice([-1, 0, 2**63 - 1, -(2**63), 2**62, -(2**62), 1e300, 1e19, float("inf")])
         con.execute(f'UPDATE "{table}" SET "{column}" = ? WHERE {_some_rows(rng, con, table)}', [value])
 
 
