@@ -131,6 +131,7 @@ class EventPipes:
         self._threads: list[threading.Thread] = []
         self._error: BaseException | None = None
         self._writer_errors: list[BaseException] = []
+        self._turn = 0
         self.trailer: dict[str, Any] = {}
         self.json_bytes = 0
 
@@ -208,16 +209,21 @@ class EventPipes:
             self._route(bytes(buf[: tail_start + offset]))
 
     def _route(self, segment: bytes) -> None:
-        """Put `segment` on the pipe with the fewest waiting segments; wait only when all are full."""
+        """Put `segment` on the next pipe in turn that has room, so that DuckDB's threads share the work;
+        wait only when every pipe is full (a pipe that is not being read never holds up the others)."""
+        count = len(self._queues)
         while not self._cancel.is_set():
-            for q in sorted(self._queues, key=lambda q: q.qsize()):
+            for step in range(count):
+                q = self._queues[(self._turn + step) % count]
                 try:
                     q.put_nowait(segment)
-                    return
                 except queue.Full:
                     continue
+                self._turn = (self._turn + step + 1) % count
+                return
             with contextlib.suppress(queue.Full):
-                min(self._queues, key=lambda q: q.qsize()).put(segment, timeout=0.05)
+                self._queues[self._turn].put(segment, timeout=0.05)
+                self._turn = (self._turn + 1) % count
                 return
 
     def _put(self, q: queue.Queue[bytes | None], item: bytes | None, force: bool = False) -> None:
