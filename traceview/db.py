@@ -102,7 +102,13 @@ def write_session(path: str | Path) -> Iterator[duckdb.DuckDBPyConnection]:
         return
     tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
     _remove_db_files(tmp)
-    con = duckdb.connect(str(tmp))
+    try:
+        con = duckdb.connect(str(tmp))
+    except duckdb.Error as error:  # no such directory, not writable, ...
+        reason = str(error).splitlines()[0].replace(str(tmp), str(path))
+        raise DatabaseError(
+            path, f"cannot create the database ({reason})", "give an -o path in a writable directory"
+        ) from error
     try:
         con.execute("BEGIN TRANSACTION")  # one commit for the whole build: ~70 DDL statements commit in 0.02 s, not 0.5
         create_schema(con)
