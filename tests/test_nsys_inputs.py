@@ -221,3 +221,17 @@ def test_the_profiled_environment_never_reaches_the_database(tmp_path: Path) -> 
                 f'SELECT count(*) FROM "{table}" WHERE CAST("{column}" AS VARCHAR) LIKE ?', [f"%{token}%"]
             )
             assert hits.fetchall() == [(0,)], (table, column)
+
+
+def test_bad_input_leaves_an_existing_database_as_it_was(tmp_path: Path) -> None:
+    db = tmp_path / "out.db"
+    traceview.ingest([REPORT_EXPORT], db)
+    with traceview.connect(db) as con:
+        before = con.execute("SELECT count(*) FROM cpu_ranges").fetchall()
+    bad = _bad_inputs(tmp_path)
+    for name in ("damaged.sqlite", "unrelated.sqlite"):
+        with pytest.raises(BadInputError):
+            traceview.ingest([bad[name]], db)
+    with traceview.connect(db) as con:
+        assert con.execute("SELECT count(*) FROM runs").fetchall() == [(1,)]
+        assert con.execute("SELECT count(*) FROM cpu_ranges").fetchall() == before

@@ -295,3 +295,36 @@ def test_clock_anchor_of_old_and_new_exports(tmp_path: Path) -> None:
         e.range(10, 11, 100, 200, "r")
         db = ingest(e, tmp_path / schema)
         assert query(db, "SELECT clock_anchor_ns, trace_start_ns FROM runs") == [(anchor, 100)]
+
+
+def test_text_that_is_not_utf8_is_kept_with_replacement_characters(tmp_path: Path) -> None:
+    """SQLite does not check UTF-8, and NVTX takes any C string: one bad message must not fail the export."""
+    e = Export()
+    e.range(10, 11, 100, 200, "model.layers.0")
+    path = e.write(tmp_path / "export.sqlite")
+    with sqlite3.connect(path) as con:
+        con.execute(
+            "INSERT INTO NVTX_EVENTS VALUES (300, 400, 59, CAST(x'6c61796572ff' AS TEXT), ?, NULL, 0)", [gtid(10, 11)]
+        )
+    traceview.ingest([path], tmp_path / "run.db")
+    assert query(tmp_path / "run.db", "SELECT name FROM cpu_ranges ORDER BY start_ns") == [
+        ("model.layers.0",),
+        ("layer\ufffd",),
+    ]
+
+
+def test_times_that_are_not_timestamps_are_dropped_and_counted(tmp_path: Path) -> None:
+    """Text, 1e300 or ±2^63 where a time belongs: the row is dropped (time_out_of_range), the rest is kept."""
+    e = Export()
+    e.call(10, 11, 1, 100, 105, "cudaLaunchKernel_v7000")
+    e.kernel(10, 0, 1, 110, 150)
+    e.kernel(10, 0, 2, -(1 << 63), 150)
+    e.kernel(10, 0, 3, 200, 1e300)
+    e.call(10, 11, 4, "soon", 105, "cudaLaunchKernel_v7000")
+    e.range(10, 11, 100, (1 << 63) - 1, "open")
+    db = ingest(e, tmp_path)
+    counts = stats(db)
+    assert (counts["time_out_of_range.gpu_work"], counts["time_out_of_range.api_calls"]) == (2, 1)
+    assert query(db, "SELECT correlation_id FROM gpu_activity") == [(1,)]
+    assert query(db, "SELECT closed, end_ns FROM cpu_ranges") == [(False, 150)]
+    assert query(db, "SELECT trace_end_ns - trace_start_ns FROM runs") == [(50,)]

@@ -56,6 +56,8 @@ NVTX_RANGE_TYPES = {59: "NvtxPushPopRange", 60: "NvtxStartEndRange", 70: "NvtxtP
 NVTX_MARK_TYPES = {34: "NvtxMark", 65: "NvtxtMark"}
 NVTX_DOMAIN_CREATE = 75
 NVTX_OTHER_TYPES = {33: "NvtxCategory", 39: "NvtxThread", 75: "NvtxDomainCreate", 76: "NvtxDomainDestroy"}
+TIME_LIMIT = 1 << 62  # ns, about 146 years: beyond it a value is not a timestamp
+STAGED_FROM = {"_ngpu": "gpu_work", "_nlaunch": "api_calls", "_nnvtx": "nvtx"}
 DRIVER_EVENT_CLASS = 1  # ENUM_NSYS_EVENT_CLASS TRACE_PROCESS_EVENT_CUDA_DRIVER
 # ENUM_CUDA_MEMCPY_OPER and ENUM_CUDA_MEM_KIND ids, spelled as the PyTorch profiler names copies ("Memcpy HtoD
 # (Pageable -> Device)"), so that names agree between backends. nsys numbers memory kinds unlike CUPTI.
@@ -81,7 +83,7 @@ def load(con: duckdb.DuckDBPyConnection, source: Source, run_id: int, options: I
                     first_anchor = session.anchor_ns
                 shift = 0
                 if order > 0 and first_anchor is not None and session.anchor_ns is not None:
-                    shift = session.anchor_ns - first_anchor
+                    shift = _timestamp(session.anchor_ns - first_anchor) or 0
                 elif order > 0:
                     warnings.append(f"{path.name}: no session start time; its clock is not aligned with the others")
                 _load_export(con, export, session, run_id, shift, options)
@@ -133,18 +135,23 @@ def _read_session(export: Export) -> Session:
     if export.has("TARGET_INFO_SESSION_START_TIME", "utcEpochNs"):
         clock = "0" if normalised else "systemClockNs"
         row = first_row(rows(export, f"SELECT utcEpochNs - {clock} FROM TARGET_INFO_SESSION_START_TIME"))
-        anchor = int(row[0]) if row and row[0] is not None else None
+        anchor = _timestamp(row[0]) if row else None
     end = None
     if export.has("ANALYSIS_DETAILS", "stopTime"):
         column = "duration" if normalised else "stopTime"
         row = first_row(rows(export, f"SELECT max({column}) FROM ANALYSIS_DETAILS"))
-        end = int(row[0]) if row and row[0] is not None else None
+        end = _timestamp(row[0]) if row else None
     hostname = None
     if export.has("TARGET_INFO_SYSTEM_ENV", "name"):
         sql = "SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'Hostname' LIMIT 1"
         row = first_row(rows(export, sql))
         hostname = str(row[0]) if row and row[0] else None
     return Session(version_text, schema, anchor, end, hostname, tuple(warnings))
+
+
+def _timestamp(value: Any) -> int | None:
+    """An integer time within ±2^62 ns, else None."""
+    return value if isinstance(value, int) and -TIME_LIMIT <= value <= TIME_LIMIT else None
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -254,6 +261,7 @@ def _load_export(
         if options.progress:
             options.progress(f"reading {export.shown.name}", done, len(stages))
         read(con, export)
+    dropped = _drop_unusable_times(con)
     _close_open_ranges(con, session)
     ranks = _assign_ranks(con, run_id)
     params = {"run": run_id, "shift": shift}
@@ -269,6 +277,23 @@ def _load_export(
             [run_id, rank, str(export.shown), rank_from, pid, session.hostname, device, devices.get(device)],
         )
     _record_stats(con, export, session, run_id)
+    for table, n in dropped.items():
+        if n:
+            description = "rows whose time is missing, not a number or beyond ±2^62 ns (dropped)"
+            common.add_stat(con, run_id, None, f"time_out_of_range.{table}", "data_loss", n, description)
+
+
+def _drop_unusable_times(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
+    """Drop staged rows without a usable start (or, for GPU work and API calls, end); an NVTX end out of range
+    becomes NULL (never closed). Times stay within ±2^62 ns, so that differences of two fit in a BIGINT."""
+    dropped = {}
+    staged = {"_ngpu": ("start_ns", "end_ns"), "_nlaunch": ("start_ns", "end_ns"), "_nnvtx": ("start_ns",)}
+    for table, required in staged.items():
+        bad = " OR ".join(f"coalesce(NOT {c} BETWEEN -{TIME_LIMIT} AND {TIME_LIMIT}, TRUE)" for c in required)
+        dropped[STAGED_FROM[table]] = con.execute(f"SELECT count(*) FROM {table} WHERE {bad}").fetchall()[0][0]
+        con.execute(f"DELETE FROM {table} WHERE {bad}")
+    con.execute(f"UPDATE _nnvtx SET end_ns = NULL WHERE NOT end_ns BETWEEN -{TIME_LIMIT} AND {TIME_LIMIT}")
+    return dropped
 
 
 def _count(con: duckdb.DuckDBPyConnection, table: str, run_id: int) -> list[tuple[Any, ...]]:

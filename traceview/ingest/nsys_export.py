@@ -19,7 +19,7 @@ import shlex
 import shutil
 import subprocess
 from collections.abc import Iterator
-from contextlib import closing, contextmanager
+from contextlib import closing, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -73,7 +73,8 @@ class Export:
 
 
 # What reading a damaged export raises: from the ADBC driver, Arrow, or DuckDB reading Arrow or Parquet.
-READ_ERRORS = (adbc_driver_manager.Error, OSError, pa.ArrowException, duckdb.InvalidInputException, duckdb.IOException)
+READ_ERRORS = (adbc_driver_manager.Error, OSError, pa.ArrowException, UnicodeDecodeError, duckdb.InvalidInputException)
+READ_ERRORS += (duckdb.IOException,)
 NOT_AN_EXPORT = "give the .sqlite written by `nsys export --type sqlite` (or its --type parquetdir directory)"
 
 
@@ -123,7 +124,8 @@ def _parquet_export(con: duckdb.DuckDBPyConnection, path: Path) -> Iterator[Expo
         yield Export(path, columns, duck=con)
     finally:
         for table in files:
-            con.execute(f"DROP VIEW IF EXISTS {table}")
+            with suppress(duckdb.Error):
+                con.execute(f"DROP VIEW IF EXISTS {table}")
 
 
 def _checked(export: Export) -> Export:
@@ -185,7 +187,10 @@ def stage(
     """
     probe = ", ".join(("0" if kind == "i" else "''") + f" AS {name}" for name, kind in columns.items())
     sql = " UNION ALL ".join([f"SELECT 1 AS _probe, {probe}"] + [f"SELECT 0, {part}" for part in parts])
-    typed = ", ".join(f"{name}::{'BIGINT' if kind == 'i' else 'VARCHAR'} AS {name}" for name, kind in columns.items())
+    # TRY_CAST: a value of the wrong type (text or 1e300 in an integer column) becomes NULL instead of failing.
+    typed = ", ".join(
+        f"TRY_CAST({n} AS {'BIGINT' if kind == 'i' else 'VARCHAR'}) AS {n}" for n, kind in columns.items()
+    )
     create = f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT {typed} FROM {{}} WHERE _probe = 0"
     try:
         if export.duck is not None:
@@ -194,11 +199,12 @@ def stage(
         with closing(export.sqlite.cursor()) as cursor:
             cursor.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(BATCH_ROWS)})
             cursor.execute(sql)
-            con.register("_nsys_stream", cursor.fetch_record_batch())
+            con.register("_nsys_stream", _valid_utf8(cursor.fetch_record_batch()))
             try:
                 con.execute(create.format("_nsys_stream"))
             finally:
-                con.unregister("_nsys_stream")
+                with suppress(duckdb.Error):  # after a failed statement the transaction refuses everything
+                    con.unregister("_nsys_stream")
     except adbc_driver_manager.ProgrammingError as error:
         if "malformed" in str(error):
             raise _damaged(export.shown, error) from error
@@ -209,6 +215,27 @@ def stage(
         ) from error
     except READ_ERRORS as error:
         raise _damaged(export.shown, error) from error
+
+
+def _valid_utf8(reader: pa.RecordBatchReader) -> pa.RecordBatchReader:
+    """The batches of `reader`, with text that is not valid UTF-8 (SQLite does not check) decoded with U+FFFD
+    replacements, so that one bad NVTX message does not fail the whole export. Valid batches pass untouched."""
+
+    def repaired(column: pa.Array) -> pa.Array:
+        if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+            return column
+        raw = column.cast(pa.large_binary()).to_pylist()
+        return pa.array([None if v is None else v.decode("utf-8", "replace") for v in raw], column.type)
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for batch in reader:
+            try:
+                batch.validate(full=True)
+            except pa.ArrowInvalid:
+                batch = pa.RecordBatch.from_arrays([repaired(c) for c in batch.columns], schema=batch.schema)
+            yield batch
+
+    return pa.RecordBatchReader.from_batches(reader.schema, batches())
 
 
 # ---------------------------------------------------------------------------------------------------------
