@@ -293,3 +293,74 @@ def _events(path: Path) -> list[dict[str, Any]]:
     opener = gzip.open if path.name.endswith(".gz") else open
     with opener(path, "rt") as handle:
         return json.load(handle)["traceEvents"]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Layer shapes of other frameworks and models, as (names, truth) of one step.
+
+
+def framework_step(kind: str, layers: int = 32, seed: int = 1) -> tuple[list[str], list[int | None]]:
+    """One step of a decoder as another framework or model would run it (see FRAMEWORKS)."""
+    rng = random.Random(seed)
+    prologue, body, epilogue = FRAMEWORKS[kind]
+    names, truth = list(prologue), [None] * len(prologue)
+    for index in range(layers):
+        kernels = body(index, rng)
+        names += kernels
+        truth += [index] * len(kernels)
+    return names + list(epilogue), truth + [None] * len(epilogue)
+
+
+def _vllm_tp(i: int, rng: random.Random) -> list[str]:
+    # every GEMM the same cuBLAS kernel; two all-reduces and two fused add+norms per layer
+    first = "rms_norm" if i == 0 else "fused_add_rms_norm"
+    return [first, "gemm", "rotary", "reshape_and_cache", "paged_attention", "gemm", "allreduce",
+            "fused_add_rms_norm", "gemm", "silu_and_mul", "gemm", "allreduce"]  # fmt: skip
+
+
+def _trt_short(i: int, rng: random.Random) -> list[str]:
+    return ["gemm", "mmha", "gemm_allreduce_norm", "gemm", "gemm_allreduce_norm"]  # five fused kernels
+
+
+def _deepseek_tp(i: int, rng: random.Random) -> list[str]:
+    attention = ["norm", "gemm", "gemm", "norm", "rope", "mla_attn", "gemm", "allreduce", "add_norm"]
+    if i < 3:
+        return [*attention, "gemm", "act", "gemm", "allreduce"]
+    return [*attention, "router", "topk", "moe_align", "fused_moe", "fused_moe", "shared_gemm", "act", "gemm",
+            "combine", "allreduce"]  # fmt: skip
+
+
+def _mixtral_eager(i: int, rng: random.Random) -> list[str]:
+    expert = ["index", "gemm", "act", "gemm", "gemm", "mul", "index_add"]
+    head = ["norm", "gemm", "rope", "attn", "gemm", "add", "norm", "router", "softmax", "topk"]
+    return head + expert * rng.choice([1, 2, 2, 2, 3]) + ["add"]
+
+
+def _eager_generic(i: int, rng: random.Random) -> list[str]:
+    # ATen kernels named alike (every elementwise op one name, every GEMM another): only the order tells
+    return ["ew", "reduce", "ew", "ew", "gemm", "gemm", "gemm", "ew", "ew", "copy", "copy", "sdpa", "gemm", "ew",
+            "ew", "reduce", "ew", "ew", "gemm", "gemm", "ew", "ew", "gemm", "ew"]  # fmt: skip
+
+
+def _jamba(i: int, rng: random.Random) -> list[str]:
+    mixer = ["norm", "gemm", "rope", "attn", "gemm", "add"] if i % 8 == 4 else ["norm", "gemm", "conv1d", "ssm",
+                                                                              "gemm", "add"]  # fmt: skip
+    return [*mixer, "norm", "gemm", "act", "gemm", "add"]
+
+
+def _gemma2(i: int, rng: random.Random) -> list[str]:
+    attention = "attn_local" if i % 2 == 0 else "attn_global"
+    return ["norm", "gemm", "rope", attention, "gemm", "norm", "add", "norm", "gemm", "act", "gemm", "norm", "add"]
+
+
+FRAMEWORKS = {
+    "vllm tensor parallel, fused add+norm": (("embedding",), _vllm_tp,
+                                            ("fused_add_rms_norm", "gemm", "allgather", "softmax", "sample")),
+    "five fused kernels per layer": (("embedding", "norm"), _trt_short, ("gemm", "argmax")),
+    "deepseek: 3 dense then MoE, tensor parallel": (("embedding",), _deepseek_tp, ("norm", "gemm", "sample")),
+    "mixtral eager: 1-3 experts hit per layer": (("embedding",), _mixtral_eager, ("norm", "gemm", "argmax")),
+    "eager with generic kernel names": (("index_select",), _eager_generic, ("ew", "reduce", "ew", "gemm", "argmax")),
+    "jamba: attention every 8th layer, else mamba": (("embedding",), _jamba, ("norm", "gemm")),
+    "gemma2: local and global attention alternate": (("embedding", "scale"), _gemma2,
+                                                     ("norm", "gemm", "softcap", "argmax")),
+}  # fmt: skip

@@ -6,7 +6,7 @@ import time
 
 import numpy as np
 import pytest
-from segment_fixtures import Model, random_names
+from segment_fixtures import FRAMEWORKS, Model, framework_step, random_names
 
 from traceview.segment import period
 
@@ -102,3 +102,13 @@ def test_a_step_of_a_million_kernels_is_solved_in_seconds() -> None:
     assert fit is not None and len(fit.layers) == 24_000
     assert [s.end - s.start for s in fit.layers[:50]] == true_counts(truth)[:50]
     assert elapsed < 20, elapsed
+
+
+@pytest.mark.parametrize("kind", FRAMEWORKS)
+def test_layer_shapes_of_other_frameworks(kind: str) -> None:
+    names, truth = framework_step(kind)
+    fit = period.find_layers(codes_of(names))
+    assert fit is not None
+    assert [s.end - s.start for s in fit.layers] == true_counts(truth)
+    shift = 1 if kind.startswith("vllm") else 0  # the fused add+norm straddles (see the test above)
+    assert [s.start for s in fit.layers] == [start + shift for start in true_starts(truth)]

@@ -36,7 +36,8 @@ REGULAR_SHARE = 0.5  # share of a code's gaps that must be regular
 ACCEPT_PRECISION = 0.5  # share of the segment's kernels found in the unit
 ACCEPT_RECALL = 0.5  # share of the unit's kernels found in the segment
 OTHER_KIND_RECALL = 0.25  # the same, for a layer of another kind that opens like the unit
-NEAR_TIE = 0.97  # a shorter period wins when it covers at least this share of the best coverage
+AGREEING = 0.85  # mean agreement of consecutive layers that makes a fit trustworthy
+NEAR_TIE = 0.9  # a shorter period wins when it covers at least this share of the best coverage
 MAX_CANDIDATES = 8
 MIN_COVERAGE = 0.2
 EXACT_OR_CONFIDENT = 0.9  # without two identical layers, the mean confidence a fit needs
@@ -59,6 +60,7 @@ class PeriodFit:
     period: int
     coverage: float
     confidence: float
+    agreement: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -83,17 +85,20 @@ def find_layers(codes: np.ndarray, min_layers: int = MIN_LAYERS) -> PeriodFit | 
 
 
 def choose(fits: list[PeriodFit]) -> PeriodFit | None:
-    """The fit covering the most kernels; among those within NEAR_TIE of it, the shortest period."""
+    """The shortest period among the fits whose consecutive layers agree (kernel by kernel, aligned at their
+    starts or ends) and that cover nearly as much as the best; else the best coverage x agreement.
+
+    Half layers (attention, then MLP) cover as much as layers but disagree with their neighbours; a unit of
+    two layers (local and global attention) agrees better than one layer, but one layer agrees enough.
+    """
     fits = [f for f in fits if f.coverage >= MIN_COVERAGE]
     if not fits:
         return None
-    best = max(_quality(f) for f in fits)
-    near = [f for f in fits if _quality(f) >= NEAR_TIE * best]
-    return min(near, key=lambda f: (f.period, -_quality(f)))
-
-
-def _quality(fit: PeriodFit) -> float:
-    return fit.coverage * fit.confidence
+    best = max(f.coverage for f in fits)
+    agreeing = [f for f in fits if f.agreement >= AGREEING and f.coverage >= NEAR_TIE * best]
+    if agreeing:
+        return min(agreeing, key=lambda f: (f.period, -f.coverage))
+    return max(fits, key=lambda f: (f.coverage * f.agreement, -f.period))
 
 
 def dense(codes: np.ndarray) -> np.ndarray:
@@ -156,7 +161,34 @@ def _fit(codes: np.ndarray, stats: _CodeStats, period: int, min_layers: int) -> 
     confidence = float(np.mean([s.confidence for s in spans]))
     if copies < 2 and _order_confidence(codes, spans, rotated) < EXACT_OR_CONFIDENT:
         return None  # no two layers are identical and their kernels do not follow each other alike
-    return PeriodFit(tuple(spans), unit_len, covered / len(codes), confidence)
+    return PeriodFit(tuple(spans), unit_len, covered / len(codes), confidence, agreement(codes, spans))
+
+
+def agreement(codes: np.ndarray, spans: list[LayerSpan] | tuple[LayerSpan, ...]) -> float:
+    """Mean over consecutive layers of (common opening + common closing kernels) / the longer one's length.
+
+    A layer with one more routed expert than its neighbour still agrees on everything else; half layers
+    (attention, then MLP) or an expert block next to a whole layer do not.
+    """
+    if len(spans) < 2:
+        return 1.0
+    starts = np.array([s.start for s in spans])
+    ends = np.array([s.end for s in spans])
+    a_start, b_start, a_end, b_end = starts[:-1], starts[1:], ends[:-1], ends[1:]
+    m = np.minimum(a_end - a_start, b_end - b_start)
+    longer = np.maximum(a_end - a_start, b_end - b_start)
+    pair = np.repeat(np.arange(len(m)), m)
+    t = np.arange(int(m.sum())) - np.repeat(np.concatenate(([0], np.cumsum(m)[:-1])), m)
+    head = _first_false(codes[a_start[pair] + t] == codes[b_start[pair] + t], pair, t, m)
+    tail = _first_false(codes[a_end[pair] - 1 - t] == codes[b_end[pair] - 1 - t], pair, t, m)
+    return float(np.mean(np.minimum(head + tail, m) / np.maximum(longer, 1)))
+
+
+def _first_false(equal: np.ndarray, pair: np.ndarray, t: np.ndarray, m: np.ndarray) -> np.ndarray:
+    """Per pair, the first position where `equal` is False (m when it never is)."""
+    first = m.copy()
+    np.minimum.at(first, pair[~equal], t[~equal])
+    return first
 
 
 def _anchor(codes: np.ndarray, stats: _CodeStats, period: int) -> int | None:
@@ -193,21 +225,19 @@ def _unit(codes: np.ndarray, marks: np.ndarray, period: int) -> tuple[int, int, 
 def _phase(codes: np.ndarray, marks: np.ndarray, unit: np.ndarray) -> int:
     """How many kernels before its anchor a layer starts: the leftmost extension of the repetition.
 
-    For each anchor, count how far the kernels before it keep matching the unit's tail backwards (capped
-    below one unit). The first layer's count is bounded by the prologue; a smaller count seen at two or more
-    anchors (a layer of another kind before them) wins over it.
+    From the first anchor that opens a layer-sized stretch (not a stray occurrence in the prologue), count
+    how far the kernels before it keep matching the unit's tail backwards (capped below one unit): the
+    prologue (embedding) does not look like the end of a layer.
     """
     length = len(unit)
     if length < 2:
         return 0
-    back = marks[:, None] - 1 - np.arange(length - 1)[None, :]
-    valid = back >= 0
-    equal = valid & (codes[np.clip(back, 0, None)] == unit[::-1][: length - 1][None, :])
-    ext = np.where(equal.all(axis=1), length - 1, np.argmin(equal, axis=1))
-    shift = int(ext[0])
-    values, counts = np.unique(ext, return_counts=True)
-    repeated = values[(counts >= 2) & (values < shift)]
-    return int(repeated.min()) if len(repeated) else shift
+    gaps = np.diff(marks)
+    real = np.flatnonzero((gaps >= length // 2) & (gaps <= 2 * length))
+    first = int(marks[real[0]]) if len(real) else int(marks[0])
+    back = first - 1 - np.arange(length - 1)
+    equal = (back >= 0) & (codes[np.clip(back, 0, None)] == unit[::-1][: length - 1])
+    return length - 1 if equal.all() else int(np.argmin(equal))
 
 
 def _segments(codes: np.ndarray, starts: np.ndarray, unit: np.ndarray) -> np.ndarray:
