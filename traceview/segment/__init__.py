@@ -152,10 +152,9 @@ def _layers(con: duckdb.DuckDBPyConnection, run_id: int, options: SegmentOptions
 
 
 def _choose_methods(con: duckdb.DuckDBPyConnection, method: Method) -> None:
-    """Temp table `_seg_choice(rank, step, method)`: the layer method of each step."""
-    forced = "NULL" if method is Method.auto else f"'{method.value}'"
+    """Temp table `_seg_choice(rank, step, method, by_annotation)`: the layer method of each step."""
     con.execute(
-        f"""
+        """
         CREATE OR REPLACE TEMP TABLE _seg_choice AS
         WITH per_step AS (
             SELECT k.rank, k.step, count(*) AS kernels,
@@ -165,13 +164,14 @@ def _choose_methods(con: duckdb.DuckDBPyConnection, method: Method) -> None:
             WHERE k.kind = 'kernel'
             GROUP BY ALL
         )
-        SELECT rank, step, coalesce({forced},
-            CASE WHEN by_annotation >= {COVERAGE_TO_TRUST} * kernels THEN 'annotation'
-                 WHEN by_graph >= {COVERAGE_TO_TRUST} * kernels THEN 'graph'
+        SELECT rank, step, coalesce($forced,
+            CASE WHEN by_annotation >= $trust * kernels THEN 'annotation'
+                 WHEN by_graph >= $trust * kernels THEN 'graph'
                  ELSE 'period' END) AS method,
             by_annotation
         FROM per_step
-        """
+        """,
+        {"forced": None if method is Method.auto else method.value, "trust": COVERAGE_TO_TRUST},
     )
 
 
