@@ -258,3 +258,12 @@ def test_every_rank_is_segmented_and_the_report_takes_medians_across_ranks(tmp_p
     report = traceview.layers(db_path)
     assert [r["instances"] for r in report.per_layer] == [4, 4, 4]
     assert [r["method"] for r in report.per_layer] == ["annotation, period"] * 3
+
+
+def test_two_layer_stacks_do_not_share_indices() -> None:
+    from traceview.segment.annotation import _offset_stacks
+
+    names = ["vision.blocks.0", "vision.blocks.1", "model.layers.0", "model.layers.1", "model.layers.1.mlp"]
+    names += ["{'Module': 'model.layers.0.self_attn'}"]
+    rows = [(n, i, parse_layer_name(n)) for i, n in enumerate(names)]
+    assert _offset_stacks(rows) == [0, 1, 2, 3, 3, 2]  # the vision tower first, then the language model
