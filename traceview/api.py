@@ -6,6 +6,7 @@ ingest (per backend) -> segmentation -> queries -> diff / plots.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +19,16 @@ from . import diff as diff_stage
 from . import export as export_stage
 from .db import first_row
 from .errors import DatabaseError
-from .ingest import IngestOptions, default_label, delete_run, existing_run, load_run, resolve_source
+from .ingest import (
+    IngestOptions,
+    RetryCarefully,
+    Source,
+    default_label,
+    delete_run,
+    existing_run,
+    load_run,
+    resolve_source,
+)
 from .segment import SegmentOptions, SegmentResult, segment_run
 from .segment.report import LayerReport, layer_report
 
@@ -65,6 +75,16 @@ def ingest(
     """
     options = options or IngestOptions()
     source = resolve_source(paths)
+    while True:
+        try:
+            return _ingest_once(source, database, options, segment_options)
+        except RetryCarefully as retry:  # a fast read failed and DuckDB aborted the transaction: start over
+            options = dataclasses.replace(options, careful=options.careful | {retry.path})
+
+
+def _ingest_once(
+    source: Source, database: str | Path, options: IngestOptions, segment_options: SegmentOptions | None
+) -> RunSummary:
     label = options.label or default_label(source)
     with db.write_session(database) as con:
         run_id = existing_run(con, source, label)

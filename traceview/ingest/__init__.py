@@ -38,6 +38,19 @@ class IngestOptions:
     salvage: bool = False
     nsys: str | None = None
     progress: Progress | None = None
+    # Files to read the careful way (no fast path); api.ingest adds a file after RetryCarefully.
+    careful: frozenset[Path] = frozenset()
+
+
+class RetryCarefully(Exception):
+    """A fast read of `path` failed inside the write transaction, which DuckDB has therefore aborted.
+
+    Not an error for the user: the caller rolls back and ingests again with `path` in options.careful.
+    """
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(f"{path}: read again the careful way")
+        self.path = path
 
 
 @dataclass(frozen=True)

@@ -175,9 +175,8 @@ class EventPipes:
     def _produce(self) -> None:
         try:
             self._split()
-        except BaseException as error:  # reported by finish()
-            self._error = error
-            self._cancel.set()
+        except BaseException as error:  # reported by finish(); the pipes still close as valid arrays, so
+            self._error = error  # that DuckDB's read succeeds (a DuckDB error would abort the transaction)
         finally:
             for q in self._queues:
                 self._put(q, None, force=True)

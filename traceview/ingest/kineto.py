@@ -30,7 +30,7 @@ import duckdb
 
 from ..db import first_row
 from ..errors import BadInputError
-from . import IngestOptions, LoadedSource, Source, common, jsonstream
+from . import IngestOptions, LoadedSource, RetryCarefully, Source, common, jsonstream
 
 CHUNK = 1 << 24
 MAX_HEADER = 1 << 28
@@ -159,11 +159,19 @@ def load(con: duckdb.DuckDBPyConnection, source: Source, run_id: int, options: I
 
 
 def stage_events(con: duckdb.DuckDBPyConnection, trace_file: Path, options: IngestOptions) -> Staged:
-    """Read one file's events into temp table _ev: the streamed fast path, else the temp-file path."""
-    if hasattr(os, "mkfifo"):
+    """Read one file's events into temp table _ev: the streamed fast path, else the temp-file path.
+
+    When DuckDB itself fails on the fast path (a value of another type, JSON that does not parse) the
+    transaction the caller holds is aborted, so RetryCarefully goes up to the caller (api.ingest rolls back
+    and starts over with this file in options.careful); a failure before DuckDB (gzip error, no closing
+    bracket) falls back here and now.
+    """
+    if hasattr(os, "mkfifo") and trace_file not in options.careful:
         try:
             return _stage_streamed(con, trace_file, options)
-        except (jsonstream.StreamFailed, duckdb.Error, *jsonstream.gzip_errors()):
+        except duckdb.Error as error:
+            raise RetryCarefully(trace_file) from error
+        except (jsonstream.StreamFailed, *jsonstream.gzip_errors()):
             pass  # read it again the careful way, which also words the error, if any
     with tempfile.TemporaryDirectory(prefix="traceview-") as tmp:
         array = extract_event_array(trace_file, Path(tmp), options)
