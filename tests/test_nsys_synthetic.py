@@ -40,6 +40,7 @@ class Export:
     gpus: list[tuple[Any, ...]] = field(default_factory=list)
     session: tuple[int, int] = (1_700_000_000_000_000_000, 5_000_000_000)  # utcEpochNs, systemClockNs
     session_end: int = 9_000_000_000
+    system_clock: bool = True  # TARGET_INFO_SESSION_START_TIME.systemClockNs (from 2026 on; never in 3.0)
 
     @property
     def old(self) -> bool:
@@ -65,7 +66,7 @@ class Export:
     def write(self, path: Path) -> Path:
         con = sqlite3.connect(path)
         meta = "EXPORT_META_DATA" if self.old else "META_DATA_EXPORT"
-        clock = "" if self.old else ", systemClockNs INTEGER"
+        clock = ", systemClockNs INTEGER" if self.system_clock and not self.old else ""
         node_table = "CUDA_GRAPH_EVENTS" if self.old else "CUDA_GRAPH_NODE_EVENTS"
         con.executescript(
             f"""
@@ -108,10 +109,12 @@ class Export:
             [("EXPORT_PRODUCT_VERSION", version), ("EXPORT_SCHEMA_VERSION", self.schema)],
         )
         utc, system = self.session
-        session = (utc, "t", "t") if self.old else (utc, "t", "t", system)
+        session = (utc, "t", "t", system) if self.system_clock and not self.old else (utc, "t", "t")
         con.execute(f"INSERT INTO TARGET_INFO_SESSION_START_TIME VALUES ({', '.join('?' * len(session))})", session)
         start = 0 if self.old else system
-        con.execute("INSERT INTO ANALYSIS_DETAILS VALUES (1, ?, ?, ?)", (self.session_end, start, self.session_end))
+        con.execute(
+            "INSERT INTO ANALYSIS_DETAILS VALUES (1, ?, ?, ?)", (self.session_end - start, start, self.session_end)
+        )
         con.executemany("INSERT INTO StringIds VALUES (?, ?)", [(i, s) for s, i in self.strings.items()])
         kernel_columns = (
             "start, end, deviceId, streamId, correlationId, globalPid, demangledName, shortName, graphNodeId"
@@ -328,3 +331,14 @@ def test_times_that_are_not_timestamps_are_dropped_and_counted(tmp_path: Path) -
     assert query(db, "SELECT correlation_id FROM gpu_activity") == [(1,)]
     assert query(db, "SELECT closed, end_ns FROM cpu_ranges") == [(False, 150)]
     assert query(db, "SELECT trace_end_ns - trace_start_ns FROM runs") == [(50,)]
+
+
+def test_target_clock_without_system_clock_column_is_told_by_the_data(tmp_path: Path) -> None:
+    """An export without systemClockNs whose events lie past the session's duration is on the target clock: its
+    zero is utcEpochNs - ANALYSIS_DETAILS.startTime, and ranges that end before stopTime are closed."""
+    e = Export(schema="3.12.0", system_clock=False)
+    e.range(10, 11, 6_000_000_000, 6_500_000_000, "step")
+    e.range(10, 11, 6_100_000_000, None, "open")
+    db = ingest(e, tmp_path)
+    assert query(db, "SELECT clock_anchor_ns FROM runs") == [(1_700_000_000_000_000_000 - 5_000_000_000,)]
+    assert query(db, "SELECT name, closed FROM cpu_ranges ORDER BY 1") == [("open", False), ("step", True)]

@@ -14,9 +14,10 @@ Versions differ, and each difference is read from the export itself: the metadat
 and META_DATA_EXPORT later; CUDA graph node events moved from CUDA_GRAPH_EVENTS to CUDA_GRAPH_NODE_EVENTS, the old name
 now holding whole graphs (told apart by their columns); the enum table ENUM_CUDA_KRENEL_LAUNCH_TYPE became
 ENUM_CUDA_KERNEL_LAUNCH_TYPE (no enum table is read: the few values needed are fixed below); lazy exports omit every
-empty table, and older ones lack columns (graphId, ...), read as NULL. Time: exports without
-TARGET_INFO_SESSION_START_TIME.systemClockNs (2022.4, 2025.3) and --time-normalize ones count from the session start;
-others keep the target's clock. A range still open at the end has `end` NULL, or (2022.4) the session end.
+empty table, and older ones lack columns (graphId, ...), read as NULL. Time: exports with
+TARGET_INFO_SESSION_START_TIME.systemClockNs keep the target's clock (unless --time-normalize); older ones (2022.4,
+2025.3) count from the session start, which the data confirms (see _session_clock). A range still open at the end
+has `end` NULL, or (2022.4) the session end.
 
 Ranks: one per (process, GPU) with GPU work, plus one per process that has only API calls or NVTX ranges. Correlation
 ids are unique only within a process, so launches are linked to GPU work on (pid, correlation id).
@@ -127,26 +128,41 @@ def _read_session(export: Export) -> Session:
     warnings = []
     if meta.get("EXPORT_PARAM_TIME_SHIFT", "0") not in ("0", ""):
         warnings.append(f"{export.shown.name}: the export was time-shifted; clock_anchor_ns may be off")
-    # Old exports (no systemClockNs) and --time-normalize exports count time from the session start.
-    normalised = meta.get("EXPORT_PARAM_TIME_NORMALIZE") == "true" or not export.has(
-        "TARGET_INFO_SESSION_START_TIME", "systemClockNs"
-    )
+    start_ns, end = _session_clock(export, meta.get("EXPORT_PARAM_TIME_NORMALIZE") == "true")
     anchor = None
-    if export.has("TARGET_INFO_SESSION_START_TIME", "utcEpochNs"):
-        clock = "0" if normalised else "systemClockNs"
-        row = first_row(rows(export, f"SELECT utcEpochNs - {clock} FROM TARGET_INFO_SESSION_START_TIME"))
-        anchor = _timestamp(row[0]) if row else None
-    end = None
-    if export.has("ANALYSIS_DETAILS", "stopTime"):
-        column = "duration" if normalised else "stopTime"
-        row = first_row(rows(export, f"SELECT max({column}) FROM ANALYSIS_DETAILS"))
-        end = _timestamp(row[0]) if row else None
+    if export.has("TARGET_INFO_SESSION_START_TIME", "utcEpochNs") and start_ns is not None:
+        row = first_row(rows(export, "SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME"))
+        anchor = _timestamp(row[0] - start_ns) if row and isinstance(row[0], int) else None
     hostname = None
     if export.has("TARGET_INFO_SYSTEM_ENV", "name"):
         sql = "SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'Hostname' LIMIT 1"
         row = first_row(rows(export, sql))
         hostname = str(row[0]) if row and row[0] else None
     return Session(version_text, schema, anchor, end, hostname, tuple(warnings))
+
+
+def _session_clock(export: Export, normalise_flag: bool) -> tuple[int | None, int | None]:
+    """(session start, session end) on the export's clock: the start is 0 when the clock counts from it.
+
+    Exports with TARGET_INFO_SESSION_START_TIME.systemClockNs keep the target's clock unless --time-normalize was
+    given; the session runs from ANALYSIS_DETAILS.startTime to stopTime. Older ones (2022.4, 2025.3) count from the
+    session start, which their data shows: no event starts after the session's duration.
+    """
+    row = None
+    if export.has("ANALYSIS_DETAILS", "stopTime"):
+        row = first_row(rows(export, "SELECT max(startTime), max(stopTime), max(duration) FROM ANALYSIS_DETAILS"))
+    start, stop, duration = (_timestamp(v) for v in row) if row else (None, None, None)
+    if normalise_flag:
+        return 0, duration
+    if export.has("TARGET_INFO_SESSION_START_TIME", "systemClockNs"):
+        clock = first_row(rows(export, "SELECT systemClockNs FROM TARGET_INFO_SESSION_START_TIME"))
+        return (_timestamp(clock[0]) if clock else start), stop
+    tables = [t for t in (KERNEL, RUNTIME, NVTX) if export.has(t)]
+    latest = [first_row(rows(export, f"SELECT max(start) FROM {t}")) for t in tables]
+    last = max((_timestamp(r[0]) or 0 for r in latest if r), default=0)
+    if duration is None or last <= duration + 1_000_000_000:
+        return 0, duration
+    return start, stop
 
 
 def _timestamp(value: Any) -> int | None:
