@@ -23,6 +23,7 @@ from typing import Any
 
 from kineto_builder import KinetoTrace
 
+GRAPH_NODE_BASE = 1000  # node id of a replay's i-th kernel: GRAPH_NODE_BASE + i
 PROLOGUE = ("embedding_kernel",)
 NORM = ("copy_float", "pow_kernel", "mean_reduce", "add_eps", "rsqrt_kernel", "mul_kernel", "copy_bf16", "mul_w")
 ATTENTION = (
@@ -191,8 +192,8 @@ class Emit:
 def _emit(trace: KinetoTrace, names: list[str], truth: list[int | None], how: Emit) -> None:
     if how.graph:
         correlation = trace.launch("cudaGraphLaunch")
-        for name in names:
-            trace.kernel(name, correlation, dur_us=2.0)
+        for node, name in enumerate(names):
+            trace.kernel(name, correlation, dur_us=2.0, **{"graph node id": GRAPH_NODE_BASE + node})
         return
     if how.gpu:
         _emit_gpu_annotated(trace, names, truth, how.layer_name)

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import duckdb
 import pytest
-from segment_fixtures import Model, random_names, reference_layer_counts, write_trace
+from segment_fixtures import GRAPH_NODE_BASE, Model, random_names, reference_layer_counts, write_trace
 
 import traceview
 from traceview.segment import Method, SegmentOptions
@@ -267,3 +268,23 @@ def test_two_layer_stacks_do_not_share_indices() -> None:
     names += ["{'Module': 'model.layers.0.self_attn'}"]
     rows = [(n, i, parse_layer_name(n)) for i, n in enumerate(names)]
     assert _offset_stacks(rows) == [0, 1, 2, 3, 3, 2]  # the vision tower first, then the language model
+
+
+def test_graph_node_creations_map_replays_to_capture_time_ranges(tmp_path: Path, db_path: Path) -> None:
+    # What nsys --cuda-graph-trace=node gives: each replayed kernel's node id, and when and on which thread
+    # the node was created (during capture, inside the layer ranges). Built here from the capture launches.
+    trace = write_trace(tmp_path / "t.json.gz", Model(layers=4, expert_loop=True), steps=2, graph=True, capture=True)
+    traceview.ingest([trace.path], db_path)
+    with duckdb.connect(str(db_path)) as con:
+        orphans = "SELECT launch_id FROM launches WHERE name = 'cudaLaunchKernel' AND launch_id NOT IN "
+        orphans += "(SELECT launch_id FROM gpu_activity WHERE launch_id IS NOT NULL)"
+        con.execute(
+            f"""CREATE TABLE graph_nodes AS
+                SELECT run_id, rank, {GRAPH_NODE_BASE} + row_number() OVER (ORDER BY start_ns) - 1 AS graph_node_id,
+                       NULL::BIGINT AS original_graph_node_id, pid, tid, start_ns AS created_ns
+                FROM launches WHERE launch_id IN ({orphans})"""
+        )
+        con.execute(f"DELETE FROM launches WHERE launch_id IN ({orphans})")
+    [result] = traceview.api.segment(db_path, SegmentOptions(method=Method.graph))
+    assert result.methods == ("graph",)
+    assert layer_counts(db_path) == truth_counts(trace, range(2))

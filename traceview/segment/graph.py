@@ -3,12 +3,17 @@
 Reads: launches, the staged activity table `_seg_a` and the layer-range timeline `_seg_cpu_events` (see
 annotations.py). Writes temp table `_seg_graph(activity_id, layer, name)`.
 
-NVTX and record_function do not fire when a graph is replayed, but they do while it is captured: every
-kernel launch made during stream capture is a launch call with no GPU work of its own (its correlation id
-never shows on the GPU), made inside the layer ranges of that moment. One capture is the run of such
-launches on one thread; one replay is the set of activities sharing a cudaGraphLaunch. The i-th activity of
-a replay (in order of GPU start) is the node created by the i-th launch of the capture with as many
-launches, the latest one before the replay: it takes that launch's layer.
+NVTX and record_function do not fire when a graph is replayed, but they do while it is captured. Two ways
+back from a replayed kernel to the ranges open at its capture:
+1. Graph node ids (nsys --cuda-graph-trace=node): when the database has a `graph_nodes` table (run_id, rank,
+   graph_node_id, original_graph_node_id, pid, tid, created_ns: one row per node creation or clone, from
+   nsys CUDA_GRAPH_NODE_EVENTS), a kernel's node - or the captured node it was cloned from - was created at
+   `created_ns` on thread (pid, tid): it takes the innermost layer range open there and then.
+2. Capture-time launches (any backend): every kernel launch made during stream capture is a launch call
+   with no GPU work of its own (its correlation id never shows on the GPU), made inside the layer ranges of
+   that moment. One capture is the run of such launches on one thread; one replay is the set of activities
+   sharing a cudaGraphLaunch. The i-th activity of a replay (in order of GPU start) is the node created by
+   the i-th launch of the capture with as many launches, the latest one before the replay.
 """
 
 from __future__ import annotations
@@ -22,11 +27,11 @@ GRAPH_LAUNCH = r"(?i)graphlaunch"
 def assign(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
     """Fill `_seg_graph` (empty when the trace holds no capture-time launches inside layer ranges)."""
     con.execute("CREATE OR REPLACE TEMP TABLE _seg_graph (activity_id BIGINT, layer INTEGER, name VARCHAR)")
-    has_events = con.execute(
-        "SELECT count(*) FROM duckdb_tables() WHERE table_name = '_seg_cpu_events' AND temporary"
-    ).fetchall()[0][0]
+    has_events = _has_table(con, "_seg_cpu_events")
     if not has_events:
         return
+    if _has_table(con, "graph_nodes"):
+        _by_nodes(con, run_id)
     _captures(con, run_id)
     _replays(con)
     con.execute(
@@ -40,8 +45,38 @@ def assign(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
         SELECT r.activity_id, c.layer, c.label
         FROM _seg_replay_nodes r JOIN matched m USING (replay)
         JOIN _seg_capture_nodes c ON c.capture = m.capture AND c.position = r.position
-        WHERE c.layer IS NOT NULL
+        WHERE c.layer IS NOT NULL AND r.activity_id NOT IN (SELECT activity_id FROM _seg_graph)
         """
+    )
+
+
+def _has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
+    return bool(con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [name]).fetchall()[0][0])
+
+
+def _by_nodes(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
+    """Kernels with a graph node id: the layer range open on the creating thread when the node (or the
+    captured node it was cloned from) was created."""
+    con.execute(
+        """
+        INSERT INTO _seg_graph
+        WITH node AS (
+            SELECT n.rank, n.graph_node_id, coalesce(o.pid, n.pid) AS pid, coalesce(o.tid, n.tid) AS tid,
+                   coalesce(o.created_ns, n.created_ns) AS created_ns
+            FROM graph_nodes n
+            LEFT JOIN graph_nodes o ON o.run_id = n.run_id AND o.graph_node_id = n.original_graph_node_id
+            WHERE n.run_id = $run
+        ), kernel AS (
+            SELECT a.activity_id, n.rank, n.pid, n.tid, n.created_ns
+            FROM _seg_a a JOIN node n ON a.rank = n.rank AND a.graph_node_id = n.graph_node_id
+        )
+        SELECT k.activity_id, e.layer, e.label
+        FROM kernel k ASOF JOIN _seg_cpu_events e
+          ON k.rank = e.rank AND k.pid IS NOT DISTINCT FROM e.lane_a AND k.tid IS NOT DISTINCT FROM e.lane_b
+         AND k.created_ns >= e.t
+        WHERE e.layer IS NOT NULL
+        """,
+        {"run": run_id},
     )
 
 
