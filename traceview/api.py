@@ -85,7 +85,7 @@ def ingest(
 def _ingest_once(
     source: Source, database: str | Path, options: IngestOptions, segment_options: SegmentOptions | None
 ) -> RunSummary:
-    label = options.label or default_label(source)
+    label = options.label or default_label(source, options)
     with db.write_session(database) as con:
         run_id = existing_run(con, source, label)
         if run_id is not None and not options.replace:

@@ -20,7 +20,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeR
 from . import api, sqllib
 from . import diff as diff_stage
 from .errors import TraceviewError, UsageError
-from .ingest import IngestOptions
+from .ingest import IngestOptions, parse_steps, parse_time_window
 from .output import Format, render
 from .segment import Method, SegmentOptions
 from .segment.report import INSTANCE_COLUMNS
@@ -63,6 +63,11 @@ def ingest(
     ] = None,
     salvage: Annotated[bool, typer.Option(help="Keep the complete events of a cut-off trace.")] = False,
     nsys: Annotated[str | None, typer.Option(help="nsys executable for .nsys-rep (default: $NSYS, then PATH).")] = None,
+    time_window: Annotated[
+        str | None,
+        typer.Option(help="Keep only START:END (e.g. 100ms:250ms from the first event; @T0ns:@T1ns absolute)."),
+    ] = None,
+    steps: Annotated[str | None, typer.Option(help="Keep only these ProfilerStep numbers, e.g. 3-5,8.")] = None,
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Read traces into a DuckDB database (atomic: on error nothing is written)."""
@@ -74,6 +79,8 @@ def ingest(
             salvage=salvage,
             nsys=nsys,
             progress=progress,
+            time_window=parse_time_window(time_window) if time_window else None,
+            steps=parse_steps(steps) if steps else (),
         )
         summary = api.ingest(traces, output, options)
     for warning in summary.warnings:

@@ -29,6 +29,72 @@ Progress = Callable[[str, int, int], None]
 
 
 @dataclass(frozen=True)
+class TimeWindow:
+    """[start_ns, end_ns) on the trace's clock, or from the run's first event when `relative`; None: open."""
+
+    start_ns: int | None
+    end_ns: int | None
+    relative: bool = True
+
+    def describe(self) -> str:
+        """The window as text, for labels: e.g. 100000000-250000000ns or @1790857026000000000-ns."""
+        at = "" if self.relative else "@"
+        lo = "" if self.start_ns is None else f"{at}{self.start_ns}"
+        hi = "" if self.end_ns is None else f"{at}{self.end_ns}"
+        return f"{lo}-{hi}ns"
+
+
+_UNITS_NS = {"ns": 1, "us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+
+
+def parse_time_window(text: str) -> TimeWindow:
+    """`START:END`, each a number with a unit (ns, us, µs, ms, s; ns when none), either may be empty.
+
+    Relative to the run's first event (`100ms:250ms`), or absolute on the trace's clock when both ends
+    start with `@` (`@1790857026100ms:@1790857026200ms`).
+    """
+    if text.count(":") != 1:
+        raise BadInputError(None, f"bad --time-window {text!r}", "write START:END, e.g. 100ms:250ms or @T0ns:@T1ns")
+    ends = [part.strip() for part in text.split(":")]
+    absolute = {part.startswith("@") for part in ends if part}
+    if len(absolute) > 1:
+        raise BadInputError(None, f"bad --time-window {text!r}", "make both ends relative, or both absolute (@)")
+    values = [_duration_ns(part.removeprefix("@"), text) if part else None for part in ends]
+    if values[0] is not None and values[1] is not None and values[1] <= values[0]:
+        raise BadInputError(None, f"empty --time-window {text!r}", "give an END after START")
+    return TimeWindow(values[0], values[1], relative=True not in absolute)
+
+
+def _duration_ns(text: str, whole: str) -> int:
+    for unit in sorted(_UNITS_NS, key=len, reverse=True):
+        if text.endswith(unit):
+            number, scale = text[: -len(unit)], _UNITS_NS[unit]
+            break
+    else:
+        number, scale = text, 1
+    try:
+        return round(float(number) * scale) if "." in number or "e" in number.lower() else int(number) * scale
+    except ValueError:
+        raise BadInputError(
+            None, f"bad time {text!r} in --time-window {whole!r}", "write e.g. 250ms, 1.5s or 42ns"
+        ) from None
+
+
+def parse_steps(text: str) -> tuple[int, ...]:
+    """`3-5,8` -> (3, 4, 5, 8): ProfilerStep numbers for --steps."""
+    steps: set[int] = set()
+    try:
+        for part in filter(None, (p.strip() for p in text.split(","))):
+            lo, _, hi = part.partition("-")
+            steps.update(range(int(lo), int(hi or lo) + 1))
+    except ValueError:
+        raise BadInputError(None, f"bad --steps {text!r}", "give ProfilerStep numbers, e.g. 3-5,8") from None
+    if not steps:
+        raise BadInputError(None, f"bad --steps {text!r}", "give ProfilerStep numbers, e.g. 3-5,8")
+    return tuple(sorted(steps))
+
+
+@dataclass(frozen=True)
 class IngestOptions:
     """What the user asked of ingest beyond the paths."""
 
@@ -40,6 +106,9 @@ class IngestOptions:
     progress: Progress | None = None
     # Files to read the careful way (no fast path); api.ingest adds a file after RetryCarefully.
     careful: frozenset[Path] = frozenset()
+    # Keep only part of the trace (--time-window, --steps); see common.apply_window.
+    time_window: TimeWindow | None = None
+    steps: tuple[int, ...] = ()
 
 
 class RetryCarefully(Exception):
@@ -164,12 +233,20 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def default_label(source: Source) -> str:
-    """The file or directory name without trace suffixes, e.g. rank-0 for rank-0.pt.trace.json.gz."""
+def default_label(source: Source, options: IngestOptions | None = None) -> str:
+    """The file or directory name without trace suffixes, e.g. rank-0 for rank-0.pt.trace.json.gz.
+
+    A part of a trace (--steps, --time-window) is another run: its label says which part.
+    """
     name = source.path.name
     for suffix in (".gz", ".json", ".trace", ".pt", ".sqlite", ".sqlite3", ".nsys-rep", ".qdrep"):
         name = name.removesuffix(suffix)
-    return name or "run"
+    name = name or "run"
+    if options is not None and options.steps:
+        name += "@steps=" + ",".join(str(s) for s in options.steps)
+    if options is not None and options.time_window is not None:
+        name += "@" + options.time_window.describe()
+    return name
 
 
 def existing_run(con: duckdb.DuckDBPyConnection, source: Source, label: str) -> int | None:
@@ -222,6 +299,14 @@ def load_run(con: duckdb.DuckDBPyConnection, source: Source, label: str, options
     )
     for warning in loaded.warnings:
         common.add_stat(con, run_id, None, "warning", "data_loss", 1, warning)
+    if options.time_window is not None or options.steps:
+        window = options.time_window
+        common.apply_window(
+            con,
+            run_id,
+            None if window is None else (window.start_ns, window.end_ns, window.relative),
+            options.steps,
+        )
     common.finish_run(
         con, run_id, options.comm_patterns, classified=loaded.classified, ranges_nested=loaded.ranges_nested
     )

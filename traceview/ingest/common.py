@@ -247,6 +247,89 @@ def range_nesting_table(con: duckdb.DuckDBPyConnection, ranges: str) -> None:
     )
 
 
+def apply_window(
+    con: duckdb.DuckDBPyConnection,
+    run_id: int,
+    window: tuple[int | None, int | None, bool] | None,
+    steps: tuple[int, ...] = (),
+) -> None:
+    """Keep only part of a run (--time-window, --steps): delete what lies outside, and count it.
+
+    `window` is (start_ns, end_ns, relative): relative to the run's first event, else on the trace's clock;
+    `steps` are ProfilerStep numbers, whose CPU spans (per rank) make the window. With both, an event must
+    be in both. An event [s, e] is inside [lo, hi) when s < hi and (e > lo or s >= lo). CPU ranges, launch
+    calls and GPU ranges are kept when inside; GPU work is kept when its launch call is kept, or, when it
+    has no launch in the trace, when it is inside (so a kernel launched in step 3 but run after it stays).
+    """
+    if window is not None:
+        lo, hi, relative = window
+        origin = "(SELECT trace_start FROM _run_start)" if relative else "0"
+        con.execute(
+            """
+            CREATE OR REPLACE TEMP TABLE _run_start AS
+            SELECT min(lo) AS trace_start FROM (
+                SELECT min(start_ns) AS lo FROM gpu_activity WHERE run_id = $run
+                UNION ALL SELECT min(start_ns) FROM launches WHERE run_id = $run
+                UNION ALL SELECT min(start_ns) FROM cpu_ranges WHERE run_id = $run
+            )
+            """,
+            {"run": run_id},
+        )
+        con.execute(
+            f"""
+            CREATE OR REPLACE TEMP TABLE _window AS
+            SELECT NULL::INTEGER AS rank,
+                   {origin} + {int(lo) if lo is not None else -(1 << 62)}::HUGEINT AS lo,
+                   {origin} + {int(hi) if hi is not None else 1 << 62}::HUGEINT AS hi
+            """
+        )
+        _delete_outside(con, run_id, "time_window")
+    if steps:
+        con.execute(
+            f"""
+            CREATE OR REPLACE TEMP TABLE _window AS
+            SELECT rank, start_ns::HUGEINT AS lo, end_ns::HUGEINT AS hi FROM cpu_ranges
+            WHERE run_id = $run AND name LIKE 'ProfilerStep#%'
+              AND TRY_CAST(regexp_extract(name, '^ProfilerStep#(\\d+)$', 1) AS BIGINT) IN ({", ".join(map(str, steps))})
+            """,
+            {"run": run_id},
+        )
+        _delete_outside(con, run_id, "steps")
+
+
+def _delete_outside(con: duckdb.DuckDBPyConnection, run_id: int, why: str) -> None:
+    """Delete the run's rows outside every interval of temp table _window(rank, lo, hi); count them."""
+
+    def inside(alias: str) -> str:
+        return f"""EXISTS (SELECT 1 FROM _window w WHERE (w.rank IS NULL OR w.rank = {alias}.rank)
+                   AND {alias}.start_ns < w.hi AND ({alias}.end_ns > w.lo OR {alias}.start_ns >= w.lo))"""
+
+    dropped = {}
+    for table in ("cpu_ranges", "launches", "gpu_ranges"):
+        dropped[table] = con.execute(
+            f"DELETE FROM {table} t WHERE t.run_id = ? AND NOT {inside('t')}", [run_id]
+        ).fetchall()[0][0]
+    dropped["gpu_activity"] = con.execute(
+        f"""
+        DELETE FROM gpu_activity t WHERE t.run_id = ? AND NOT (
+            CASE WHEN t.launch_id IS NOT NULL
+                 THEN t.launch_id IN (SELECT launch_id FROM launches WHERE run_id = ?)
+                 ELSE {inside("t")} END)
+        """,
+        [run_id, run_id],
+    ).fetchall()[0][0]
+    for table, n in dropped.items():
+        add_stat(
+            con,
+            run_id,
+            None,
+            f"outside_{why}.{table}",
+            "info",
+            n,
+            f"rows of {table} left out by --{why.replace('_', '-')}",
+        )
+
+
 def add_stat(
     con: duckdb.DuckDBPyConnection,
     run_id: int,

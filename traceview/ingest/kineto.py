@@ -531,7 +531,7 @@ def _insert_rows(
         INSERT INTO launches (run_id, rank, launch_id, pid, tid, start_ns, end_ns, name, api, correlation_id)
         SELECT $run, $rank,
                (SELECT coalesce(max(launch_id), 0) FROM launches WHERE run_id = $run)
-                 + row_number() OVER (ORDER BY start_ns, end_ns),
+                 + row_number() OVER (ORDER BY start_ns, end_ns, correlation, pid, tid, name),
                pid, tid, start_ns, end_ns,
                CASE WHEN contains(name, '_v') THEN regexp_replace(name, '_v\\d+$', '') ELSE coalesce(name, '') END,
                CASE WHEN cat LIKE '%driver' OR regexp_matches(coalesce(name, ''), '^cu[A-Z]') THEN 'driver'
@@ -548,7 +548,7 @@ def _insert_rows(
         INSERT INTO gpu_ranges (run_id, rank, range_id, device_id, stream_id, start_ns, end_ns, name)
         SELECT $run, $rank,
                (SELECT coalesce(max(range_id), 0) FROM gpu_ranges WHERE run_id = $run)
-                 + row_number() OVER (ORDER BY start_ns, end_ns DESC),
+                 + row_number() OVER (ORDER BY start_ns, end_ns DESC, device, stream, pid, tid, name),
                coalesce(device, pid), coalesce(stream, tid), start_ns, end_ns, coalesce(name, '')
         FROM _x WHERE tbl = 4
         """,
@@ -583,7 +583,7 @@ def _insert_gpu_activity(
                                   graph_node_id, grid, block, bytes)
         SELECT $run, $rank,
                (SELECT coalesce(max(activity_id), 0) FROM gpu_activity WHERE run_id = $run)
-                 + row_number() OVER (ORDER BY start_ns, end_ns),
+                 + row_number() OVER (ORDER BY start_ns, end_ns, device, stream, correlation, x.name),
                kind, coalesce(device, x.pid), coalesce(stream, tid),
                start_ns, end_ns, coalesce(x.name, ''), coalesce(s.short_name, ''),
                CASE WHEN kind <> 'kernel' THEN kind WHEN collective IS NOT NULL THEN 'comm'
@@ -607,7 +607,7 @@ def _insert_cpu_ranges(con: duckdb.DuckDBPyConnection, run_id: int, rank: int) -
         f"""
         CREATE OR REPLACE TEMP TABLE _r AS
         SELECT (SELECT coalesce(max(range_id), 0) FROM cpu_ranges WHERE run_id = $run)
-                 + row_number() OVER (ORDER BY start_ns, end_ns DESC) AS range_id,
+                 + row_number() OVER (ORDER BY start_ns, end_ns DESC, pid, tid, name) AS range_id,
                $rank AS rank, pid, tid, start_ns, end_ns, coalesce(name, '') AS name,
                CASE WHEN name LIKE 'ProfilerStep#%' THEN 'step' ELSE {range_kind} END AS kind
         FROM _x WHERE tbl = 3

@@ -1,0 +1,113 @@
+"""Ingest at scale: the fast streamed path against the careful one, parts of a trace (--steps, --time-window)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+from conftest import HTA, SAMPLES
+from kineto_builder import KinetoTrace
+
+import traceview
+from traceview.errors import BadInputError
+from traceview.ingest import IngestOptions, TimeWindow, parse_steps, parse_time_window
+
+sys.path.insert(0, str(Path(__file__).parent.parent / "bench"))
+import gen_traces
+
+TABLES = {
+    "gpu_activity": "activity_id",
+    "launches": "launch_id",
+    "cpu_ranges": "range_id",
+    "gpu_ranges": "range_id",
+    "threads": "pid, tid",
+    "ranks": "rank",
+}
+
+
+def _rows(db: Path) -> dict[str, list[tuple[object, ...]]]:
+    with duckdb.connect(str(db), read_only=True) as con:
+        rows = {t: con.execute(f"SELECT * EXCLUDE (run_id) FROM {t} ORDER BY ALL").fetchall() for t in TABLES}
+        rows["ingest_stats"] = con.execute(
+            "SELECT rank, name, severity, value FROM ingest_stats ORDER BY ALL"
+        ).fetchall()
+    return rows
+
+
+@pytest.fixture(scope="module")
+def generated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two ranks in PyTorch's own layout (the layout the fast path splits across pipes), one gzipped."""
+    out = tmp_path_factory.mktemp("gen")
+    gen_traces.write_kineto(out / "rank-0.pt.trace.json", 3_000_000, rank=0, world=2, layers=4)
+    gen_traces.write_kineto(out / "rank-1.pt.trace.json.gz", 3_000_000, rank=1, world=2, layers=4, gzip_level=1)
+    return out
+
+
+@pytest.mark.parametrize(
+    "trace",
+    [
+        SAMPLES / "eager.pt.trace.json.gz",
+        HTA / "trace_diff/control/control.json.gz",
+        HTA / "critical_path/cuda_event_sync_multi_stream/event_sync_trace.json.gz",
+        None,  # the generated two-rank directory
+    ],
+    ids=["eager", "hta-control", "hta-multi-stream", "generated"],
+)
+def test_fast_and_careful_reads_give_the_same_rows(trace: Path | None, generated: Path, tmp_path: Path) -> None:
+    source = trace or generated
+    files = sorted(generated.iterdir()) if trace is None else [trace]
+    fast, careful = tmp_path / "fast.db", tmp_path / "careful.db"
+    traceview.ingest([source], fast)
+    traceview.ingest([source], careful, IngestOptions(careful=frozenset(files)))
+    fast_rows, careful_rows = _rows(fast), _rows(careful)
+    for table in (*TABLES, "ingest_stats"):
+        assert fast_rows[table] == careful_rows[table], table
+    assert fast_rows["gpu_activity"], "the trace has GPU work"
+
+
+def test_parsing_windows_and_steps() -> None:
+    assert parse_time_window("100ms:250ms") == TimeWindow(100_000_000, 250_000_000, relative=True)
+    assert parse_time_window("@5us:@1.5ms") == TimeWindow(5_000, 1_500_000, relative=False)
+    assert parse_time_window(":2s") == TimeWindow(None, 2_000_000_000, relative=True)
+    assert parse_steps("3-5,8") == (3, 4, 5, 8)
+    for bad in ("100ms", "5ms:1ms", "@1ms:2ms", "1parsec:2ms"):
+        with pytest.raises(BadInputError):
+            parse_time_window(bad)
+    with pytest.raises(BadInputError):
+        parse_steps("three")
+
+
+def _stepped_trace(tmp_path: Path) -> Path:
+    """Four steps; in each, two kernels; the last kernel of step 2 runs long after step 2 ends on the CPU."""
+    trace = KinetoTrace()
+    for step in range(1, 5):
+        with trace.cpu_range(f"ProfilerStep#{step}"):
+            trace.launch_kernel(f"gemm_{step}", dur_us=5)
+            trace.launch_kernel(f"late_{step}", dur_us=5 if step != 2 else 400)
+    return trace.write(tmp_path / "stepped.json")
+
+
+def test_steps_keep_what_the_steps_launched(tmp_path: Path, db_path: Path) -> None:
+    summary = traceview.ingest([_stepped_trace(tmp_path)], db_path, IngestOptions(steps=(2, 3)))
+    with duckdb.connect(str(db_path), read_only=True) as con:
+        kernels = [r[0] for r in con.execute("SELECT name FROM gpu_activity ORDER BY start_ns").fetchall()]
+        steps = [r[0] for r in con.execute("SELECT name FROM cpu_ranges WHERE kind = 'step' ORDER BY 1").fetchall()]
+    assert kernels == ["gemm_2", "late_2", "gemm_3", "late_3"]
+    assert steps == ["ProfilerStep#2", "ProfilerStep#3"]
+    assert summary.label == "stepped@steps=2,3"
+
+
+def test_time_window_relative_and_absolute(tmp_path: Path, db_path: Path) -> None:
+    """GPU work follows its launch call: a window around the first two launches keeps their two kernels."""
+    path = _stepped_trace(tmp_path)
+    whole = traceview.ingest([path], db_path)
+    with duckdb.connect(str(db_path), read_only=True) as con:
+        first, second = con.execute("SELECT start_ns FROM launches ORDER BY start_ns LIMIT 2").fetchall()
+        start = con.execute("SELECT trace_start_ns FROM runs").fetchall()[0][0]
+    relative = traceview.ingest([path], db_path, IngestOptions(time_window=TimeWindow(0, second[0] - start + 1)))
+    absolute = traceview.ingest([path], db_path, IngestOptions(time_window=TimeWindow(None, first[0] + 1, False)))
+    assert whole.kernels == 8
+    assert (relative.kernels, relative.launches) == (2, 2)
+    assert (absolute.kernels, absolute.launches) == (1, 1)
