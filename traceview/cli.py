@@ -36,6 +36,11 @@ _state = {"debug": False}
 
 DbArg = Annotated[Path, typer.Argument(help="A database written by `traceview ingest`.", show_default=False)]
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="Output format.")]
+MethodOpt = Annotated[Method, typer.Option(help="How to find layers; auto picks the best available per step.")]
+LayerPatternOpt = Annotated[
+    str | None, typer.Option(help="Regex naming layer ranges; its first number group is the layer index.")
+]
+StepPatternOpt = Annotated[str | None, typer.Option(help="Regex naming step ranges (NVTX or record_function).")]
 
 
 @app.callback()
@@ -68,9 +73,13 @@ def ingest(
         typer.Option(help="Keep only START:END (e.g. 100ms:250ms from the first event; @T0ns:@T1ns absolute)."),
     ] = None,
     steps: Annotated[str | None, typer.Option(help="Keep only these ProfilerStep numbers, e.g. 3-5,8.")] = None,
+    jobs: Annotated[int, typer.Option(help="Processes loading the per-rank files of a run at once.", min=1)] = 1,
+    method: MethodOpt = Method.auto,
+    layer_pattern: LayerPatternOpt = None,
+    step_pattern: StepPatternOpt = None,
     fmt: FormatOpt = Format.table,
 ) -> None:
-    """Read traces into a DuckDB database (atomic: on error nothing is written)."""
+    """Read traces into a DuckDB database, then find steps and layers (atomic: on error nothing is written)."""
     with _progress() as progress:
         options = IngestOptions(
             label=label,
@@ -81,8 +90,10 @@ def ingest(
             progress=progress,
             time_window=parse_time_window(time_window) if time_window else None,
             steps=parse_steps(steps) if steps else (),
+            jobs=jobs,
         )
-        summary = api.ingest(traces, output, options)
+        segment_options = SegmentOptions(method=method, layer_pattern=layer_pattern, step_pattern=step_pattern)
+        summary = api.ingest(traces, output, options, segment_options)
     for warning in summary.warnings:
         stderr.print(f"warning: {warning}")
     if summary.already_ingested:
@@ -310,15 +321,9 @@ def layers(database: DbArg, run: RunOpt = None, fmt: FormatOpt = Format.table) -
 def segment(
     database: DbArg,
     run: Annotated[str | None, typer.Option("--run", help="Label of the run (default: every run).")] = None,
-    method: Annotated[
-        Method, typer.Option(help="How to find layers; auto picks the best available per step.")
-    ] = Method.auto,
-    layer_pattern: Annotated[
-        str | None, typer.Option(help="Regex naming layer ranges; its first number group is the layer index.")
-    ] = None,
-    step_pattern: Annotated[
-        str | None, typer.Option(help="Regex naming step ranges (NVTX or record_function).")
-    ] = None,
+    method: MethodOpt = Method.auto,
+    layer_pattern: LayerPatternOpt = None,
+    step_pattern: StepPatternOpt = None,
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Find steps and layers again in an ingested database (replaces the previous segmentation)."""
@@ -408,13 +413,19 @@ def main() -> None:
         stderr.print(f"error: {error}", markup=False, soft_wrap=True)
         sys.exit(error.exit_code)
     except (typer.Abort, KeyboardInterrupt):
-        stderr.print("error: interrupted — nothing was written; run the command again", markup=False)
-        sys.exit(130)
+        _exit_interrupted()
     except Exception as error:  # click's usage errors (typer's own copy of click) arrive here
+        if isinstance(error, RuntimeError) and str(error) == "Query interrupted":
+            _exit_interrupted()  # DuckDB turns a Ctrl-C during a query into this RuntimeError
         _exit_on_usage_error(error)
         raise
     if isinstance(code, int) and code:
         sys.exit(code)
+
+
+def _exit_interrupted() -> None:
+    stderr.print("error: interrupted — nothing was written; run the command again", markup=False)
+    sys.exit(130)
 
 
 def _exit_on_usage_error(error: Exception) -> None:
