@@ -67,6 +67,28 @@ def test_fast_and_careful_reads_give_the_same_rows(trace: Path | None, generated
     assert fast_rows["gpu_activity"], "the trace has GPU work"
 
 
+def test_parallel_load_of_rank_files_gives_the_same_rows(generated: Path, tmp_path: Path) -> None:
+    serial, parallel = tmp_path / "serial.db", tmp_path / "parallel.db"
+    traceview.ingest([generated], serial)
+    summary = traceview.ingest([generated], parallel, IngestOptions(jobs=2))
+    assert summary.ranks == 2
+    assert _rows(serial) == _rows(parallel)
+
+
+def test_parallel_load_reports_a_bad_file_as_a_serial_one_does(generated: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "ranks"
+    bad.mkdir()
+    for path in generated.iterdir():
+        (bad / path.name).write_bytes(path.read_bytes())
+    (bad / "rank-1.pt.trace.json.gz").write_bytes(b"not gzip at all")
+    with pytest.raises(BadInputError) as serial:
+        traceview.ingest([bad], tmp_path / "serial.db")
+    with pytest.raises(BadInputError) as parallel:
+        traceview.ingest([bad], tmp_path / "parallel.db", IngestOptions(jobs=2))
+    assert str(serial.value) == str(parallel.value)
+    assert not (tmp_path / "parallel.db").exists()
+
+
 def test_parsing_windows_and_steps() -> None:
     assert parse_time_window("100ms:250ms") == TimeWindow(100_000_000, 250_000_000, relative=True)
     assert parse_time_window("@5us:@1.5ms") == TimeWindow(5_000, 1_500_000, relative=False)

@@ -109,6 +109,8 @@ class IngestOptions:
     # Keep only part of the trace (--time-window, --steps); see common.apply_window.
     time_window: TimeWindow | None = None
     steps: tuple[int, ...] = ()
+    # Processes loading the files of a multi-file (per-rank) Kineto run (--jobs); 1 loads them in turn.
+    jobs: int = 1
 
 
 class RetryCarefully(Exception):

@@ -126,35 +126,64 @@ class Staged:
     streamed: bool
 
 
+@dataclass(frozen=True)
+class FileResult:
+    """What loading one file found besides its rows: the run-level facts it contributes."""
+
+    rank: int
+    warnings: tuple[str, ...]
+    partial: bool
+    clock_anchor_ns: int | None
+    profiler_version: str
+
+
 def load(con: duckdb.DuckDBPyConnection, source: Source, run_id: int, options: IngestOptions) -> LoadedSource:
-    """Load every file of `source` (one per rank) into run `run_id`."""
-    warnings: list[str] = []
-    partial = False
-    anchors: set[int] = set()
-    versions: set[str] = set()
-    for order, trace_file in enumerate(source.files):
-        staged = stage_events(con, trace_file, options)
-        rank, rank_from = _rank_of(staged.metadata, trace_file, order, len(source.files))
-        _check_not_empty(con, trace_file)
-        base_ns = _int_or_none(staged.metadata.get("baseTimeNanoseconds"), bits=64) or 0
-        _insert_rows(con, run_id, rank, base_ns, options.comm_patterns)
-        _insert_rank(con, run_id, rank, rank_from, trace_file, staged.metadata)
-        kernels = _record_file_stats(con, run_id, rank, staged, base_ns)
-        warnings += _file_warnings(trace_file, staged, kernels)
-        partial = partial or staged.lost_bytes > 0
-        if "baseTimeNanoseconds" in staged.metadata:
-            anchors.add(base_ns)
-        versions.add(_profiler_version(staged.metadata))
-        con.execute("DROP TABLE IF EXISTS _ev")
+    """Load every file of `source` (one per rank) into run `run_id`; in parallel processes with --jobs."""
+    if options.jobs > 1 and len(source.files) > 1:
+        from . import parallel
+
+        results = parallel.load_files(con, source, run_id, options)
+    else:
+        results = [
+            load_file(con, trace_file, order, len(source.files), run_id, options)
+            for order, trace_file in enumerate(source.files)
+        ]
     common.count_shared_correlations(con, run_id, same_process="rank")
+    return merge_results(results)
+
+
+def merge_results(results: list[FileResult]) -> LoadedSource:
+    """The run's facts from its files' facts."""
+    anchors = [r.clock_anchor_ns for r in results if r.clock_anchor_ns is not None]
     return LoadedSource(
-        profiler_version=", ".join(sorted(versions)),
+        profiler_version=", ".join(sorted({r.profiler_version for r in results})),
         clock_anchor_ns=min(anchors) if anchors else None,
-        partial=partial,
-        warnings=tuple(warnings),
+        partial=any(r.partial for r in results),
+        warnings=tuple(w for r in results for w in r.warnings),
         linked=True,
         classified=True,
         ranges_nested=True,
+    )
+
+
+def load_file(
+    con: duckdb.DuckDBPyConnection, trace_file: Path, order: int, files: int, run_id: int, options: IngestOptions
+) -> FileResult:
+    """Load one file (one rank) into run `run_id`: stage, insert, record its rank and counters."""
+    staged = stage_events(con, trace_file, options)
+    rank, rank_from = _rank_of(staged.metadata, trace_file, order, files)
+    _check_not_empty(con, trace_file)
+    base_ns = _int_or_none(staged.metadata.get("baseTimeNanoseconds"), bits=64) or 0
+    _insert_rows(con, run_id, rank, base_ns, options.comm_patterns)
+    _insert_rank(con, run_id, rank, rank_from, trace_file, staged.metadata)
+    kernels = _record_file_stats(con, run_id, rank, staged, base_ns)
+    con.execute("DROP TABLE IF EXISTS _ev")
+    return FileResult(
+        rank=rank,
+        warnings=tuple(_file_warnings(trace_file, staged, kernels)),
+        partial=staged.lost_bytes > 0,
+        clock_anchor_ns=base_ns if "baseTimeNanoseconds" in staged.metadata else None,
+        profiler_version=_profiler_version(staged.metadata),
     )
 
 
