@@ -158,7 +158,8 @@ def rows(export: Export, sql: str) -> list[tuple[Any, ...]]:
             return export.duck.execute(sql).fetchall()
         with closing(export.sqlite.cursor()) as cursor:
             cursor.execute(sql)
-            return list(cursor.fetchall())
+            table = _valid_utf8(cursor.fetch_record_batch()).read_all()
+            return list(zip(*(column.to_pylist() for column in table.columns), strict=True))
     except READ_ERRORS as error:
         raise _damaged(export.shown, error) from error
 
@@ -196,6 +197,14 @@ def stage(
         if export.duck is not None:
             con.execute(create.format(f"({sql})"))
             return
+        # SQLite columns hold any type: a stray text or real in an integer column would fail the Arrow stream.
+        checked = ", ".join(
+            f"CASE WHEN typeof({name}) = 'integer' THEN {name} END AS {name}"
+            if kind == "i"
+            else f"CAST({name} AS TEXT) AS {name}"
+            for name, kind in columns.items()
+        )
+        sql = f"SELECT _probe, {checked} FROM ({sql})"
         with closing(export.sqlite.cursor()) as cursor:
             cursor.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(BATCH_ROWS)})
             cursor.execute(sql)
