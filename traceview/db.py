@@ -50,7 +50,8 @@ def _open(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
                 "the database is open for writing in another process",
                 "wait for that process (an ingest?) to finish, or write to another -o file",
             ) from error
-        raise DatabaseError(path, f"cannot open the database ({error})", "check the path") from error
+        reason = str(error).strip().splitlines()[0]
+        raise DatabaseError(path, f"cannot open the database ({reason})", "check the path") from error
     except duckdb.Error as error:
         raise DatabaseError(path, "not a DuckDB database", "give a .db file written by `traceview ingest`") from error
 
