@@ -89,6 +89,21 @@ def test_parallel_load_reports_a_bad_file_as_a_serial_one_does(generated: Path, 
     assert not (tmp_path / "parallel.db").exists()
 
 
+def test_parquet_dataset_holds_the_same_rows_and_runs_the_same_sql(generated: Path, tmp_path: Path) -> None:
+    from traceview import parquet
+
+    db, out = tmp_path / "run.db", tmp_path / "dataset"
+    traceview.ingest([generated], db)
+    traceview.api.export_parquet(db, out)
+    assert (out / "gpu_activity" / "run_id=1" / "rank=1").is_dir()
+    query = "SELECT rank, step, layer, count(*), sum(end_ns - start_ns) FROM gpu_activity GROUP BY ALL ORDER BY ALL"
+    with duckdb.connect(str(db), read_only=True) as con, parquet.connect(out) as dataset:
+        for table in (*TABLES, "runs", "steps", "layers", "ingest_stats"):
+            sql = f"SELECT * FROM {table} ORDER BY ALL"
+            assert con.execute(sql).fetchall() == dataset.execute(sql).fetchall(), table
+        assert con.execute(query).fetchall() == dataset.execute(query).fetchall()
+
+
 def test_parsing_windows_and_steps() -> None:
     assert parse_time_window("100ms:250ms") == TimeWindow(100_000_000, 250_000_000, relative=True)
     assert parse_time_window("@5us:@1.5ms") == TimeWindow(5_000, 1_500_000, relative=False)

@@ -105,6 +105,23 @@ def _ingest_once(
         return summarize(con, run_id)
 
 
+def export_parquet(database: str | Path, directory: str | Path, run: str | None = None) -> Path:
+    """Write the database (or the run labelled `run`) as a hive-partitioned Parquet dataset (traceview.parquet).
+
+    DIR/<table>/run_id=<id>/rank=<rank>/*.parquet: DuckDB, Spark or Trino query it in place with the same SQL.
+    """
+    from . import parquet
+
+    with db.connect(database) as con:
+        ids = None
+        if run is not None:
+            row = first_row(con.execute("SELECT run_id FROM runs WHERE label = ?", [run]).fetchall())
+            if row is None:
+                raise DatabaseError(database, f"no run labelled {run!r}", "list the runs with `traceview info DB`")
+            ids = [row[0]]
+        return parquet.export(con, directory, ids)
+
+
 def connect(database: str | Path, read_only: bool = True) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection to a traceview database (read-only unless asked)."""
     return db.connect(database, read_only=read_only)

@@ -74,6 +74,10 @@ def ingest(
     ] = None,
     steps: Annotated[str | None, typer.Option(help="Keep only these ProfilerStep numbers, e.g. 3-5,8.")] = None,
     jobs: Annotated[int, typer.Option(help="Processes loading the per-rank files of a run at once.", min=1)] = 1,
+    parquet: Annotated[
+        Path | None,
+        typer.Option(help="Also write the run as a Parquet dataset (DIR/<table>/run_id=N/rank=R/) to query in place."),
+    ] = None,
     method: MethodOpt = Method.auto,
     layer_pattern: LayerPatternOpt = None,
     step_pattern: StepPatternOpt = None,
@@ -94,6 +98,8 @@ def ingest(
         )
         segment_options = SegmentOptions(method=method, layer_pattern=layer_pattern, step_pattern=step_pattern)
         summary = api.ingest(traces, output, options, segment_options)
+        if parquet is not None:
+            api.export_parquet(output, parquet, run=summary.label)
     for warning in summary.warnings:
         stderr.print(f"warning: {warning}")
     if summary.already_ingested:
