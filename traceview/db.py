@@ -19,6 +19,10 @@ import duckdb
 from .errors import DatabaseError
 from .version import SCHEMA_VERSION
 
+# Never download DuckDB extensions: opening a file DuckDB takes for SQLite would otherwise fetch sqlite_scanner from
+# the internet (a delay, a multi-line error offline, and traffic nobody asked for). What traceview uses is built in.
+CONNECT_CONFIG = {"autoinstall_known_extensions": False}
+
 
 def first_row(rows: list[tuple[Any, ...]]) -> tuple[Any, ...] | None:
     """The first of `rows` (from fetchall), or None: DuckDB wants every result read to its end."""
@@ -42,7 +46,7 @@ def connect(path: str | Path, read_only: bool = True) -> duckdb.DuckDBPyConnecti
 
 def _open(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
     try:
-        return duckdb.connect(str(path), read_only=read_only)
+        return duckdb.connect(str(path), read_only=read_only, config=CONNECT_CONFIG)
     except duckdb.IOException as error:
         if "lock" in str(error).lower():
             raise DatabaseError(
@@ -104,7 +108,7 @@ def write_session(path: str | Path) -> Iterator[duckdb.DuckDBPyConnection]:
     tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
     _remove_db_files(tmp)
     try:
-        con = duckdb.connect(str(tmp))
+        con = duckdb.connect(str(tmp), config=CONNECT_CONFIG)
     except duckdb.Error as error:  # no such directory, not writable, ...
         reason = str(error).splitlines()[0].replace(str(tmp), str(path))
         raise DatabaseError(
