@@ -158,6 +158,10 @@ class MoE(nn.Module):
         self.shared_expert = SwiGLU(h, cfg["shared_inter"])
 
     def forward(self, x):
+        return self.routed(x) + self.shared_expert(x)
+
+    def routed(self, x):
+        """The routed experts' output (without the shared expert)."""
         T, H = x.shape
         k = self.top_k
         probs = torch.softmax(self.gate(x).float(), dim=-1)
@@ -170,8 +174,7 @@ class MoE(nn.Module):
         xe = x.repeat_interleave(k, dim=0).unsqueeze(1)  # [T*k, 1, H]
         hgl = F.silu(torch.bmm(xe, wg)) * torch.bmm(xe, wu)  # [T*k, 1, I]
         y = torch.bmm(hgl, wd).view(T, k, H)
-        y = (y * topw.unsqueeze(-1)).sum(1)
-        return y + self.shared_expert(x)
+        return (y * topw.unsqueeze(-1)).sum(1)
 
 
 class DecoderLayer(nn.Module):
@@ -410,10 +413,10 @@ def main(argv=None):
     p.add_argument("--compile-mode", default="default")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--device", default="cuda")
-    p.add_argument("--world-size", type=int, default=1, help="only 1 (no tensor parallelism yet)")
+    p.add_argument("--world-size", type=int, default=1, help="only 1 (tensor parallelism: generate_tp.py)")
     args = p.parse_args(argv)
     if args.world_size != 1:
-        p.error("--world-size other than 1 is not implemented yet")
+        p.error("--world-size other than 1: use sample_traces/generate_tp.py")
     paths = [x.strip() for x in args.paths.split(",") if x.strip()]
     for x in paths:
         if x not in ("eager", "compiled", "graph"):
