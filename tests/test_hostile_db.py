@@ -1,0 +1,304 @@
+"""Databases in hostile situations: locked by a writer, ingest interrupted (SIGINT, SIGKILL), an older
+schema, a file that is not a database, and reading commands that must never write.
+
+Each test runs the real `traceview` command in a subprocess, as a user would, and checks the exit code, the
+one-line error, and that the database afterwards holds exactly what it held before.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import duckdb
+import pytest
+from conftest import HTA, SAMPLES
+from fuzzing import db_fingerprint
+from hostile_traces import traceview_cmd, write_kineto
+
+SMALL = HTA / "trace_compare" / "base" / "base.json.gz"
+OTHER = HTA / "trace_compare" / "test" / "test.json.gz"
+
+
+def traceview(*args: str | Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(traceview_cmd(*args), capture_output=True, text=True, timeout=timeout, check=False)
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess[str], path: Path, *words: str) -> None:
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"error: {path}: ") and " — " in lines[0], lines[0]
+    for word in words:
+        assert word in lines[0].lower(), lines[0]
+
+
+def sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def two_runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A database holding two real runs with layers (eager and compiled sample traces), built once."""
+    db = tmp_path_factory.mktemp("base") / "two.db"
+    for trace in ("eager", "compiled"):
+        done = traceview("ingest", SAMPLES / f"{trace}.pt.trace.json.gz", "-o", db)
+        assert done.returncode == 0, done.stderr
+    return db
+
+
+@pytest.fixture
+def db(two_runs: Path, tmp_path: Path) -> Path:
+    """A private copy of the two-run database."""
+    return Path(shutil.copyfile(two_runs, tmp_path / "runs.db"))
+
+
+@pytest.fixture(scope="module")
+def big_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A Kineto trace that takes a few seconds to ingest (200,000 launch/kernel pairs, ~110 MB)."""
+    return write_kineto(tmp_path_factory.mktemp("big") / "big.pt.trace.json", launches=200_000)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Another process holds the database
+
+
+class Holder:
+    """A Python process holding a DuckDB connection to `path` (read-write or read-only) until closed."""
+
+    def __init__(self, path: Path, read_only: bool) -> None:
+        code = (
+            "import duckdb, sys\n"
+            f"con = duckdb.connect({str(path)!r}, read_only={read_only})\n"
+            "con.execute('SELECT count(*) FROM runs').fetchall()\n"
+            "print('ready', flush=True)\n"
+            "sys.stdin.read()\n"
+        )
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+        )
+        assert self.process.stdout is not None
+        assert self.process.stdout.readline().strip() == "ready"
+
+    def close(self) -> None:
+        assert self.process.stdin is not None
+        self.process.stdin.close()
+        self.process.wait(timeout=30)
+
+
+@pytest.fixture
+def holder() -> Iterator[list[Holder]]:
+    held: list[Holder] = []
+    yield held
+    for h in held:
+        h.close()
+
+
+def test_ingest_while_another_process_writes_says_so_and_changes_nothing(db: Path, holder: list[Holder]) -> None:
+    before = db_fingerprint(db)
+    holder.append(Holder(db, read_only=False))
+    result = traceview("ingest", OTHER, "-o", db)
+    assert_one_line_error(result, db, "another process")
+    holder.pop().close()
+    assert db_fingerprint(db) == before
+
+
+def test_reading_while_another_process_writes_says_so(db: Path, holder: list[Holder]) -> None:
+    holder.append(Holder(db, read_only=False))
+    assert_one_line_error(traceview("info", db), db, "another process")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Interrupted ingest: Ctrl-C and kill -9
+
+
+def _start_ingest(trace: Path, db: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        traceview_cmd("ingest", trace, "-o", db), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def _wait_until_writing(process: subprocess.Popen[str], db: Path, timeout: float = 60) -> None:
+    """Until the ingest has the database (or its temporary twin) open, then a little longer; fails if it ended."""
+    deadline = time.monotonic() + timeout
+    fd_dir = Path(f"/proc/{process.pid}/fd")
+    while time.monotonic() < deadline:
+        assert process.poll() is None, f"the ingest ended before it was interrupted: {process.communicate()}"
+        try:
+            open_files = [os.readlink(fd) for fd in fd_dir.iterdir()]
+        except (FileNotFoundError, PermissionError, ProcessLookupError):
+            open_files = []
+        if not fd_dir.exists():  # not Linux: only the temporary twin (new database) or a delay tells
+            open_files = [str(p) for p in db.parent.glob(db.name + ".tmp-*")]
+        if any(f == str(db) or f.startswith(f"{db}.tmp-") for f in open_files):
+            time.sleep(0.5)
+            return
+        time.sleep(0.02)
+    pytest.fail("the ingest never opened the database")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "kill-9"])
+def test_interrupted_ingest_leaves_the_existing_database_as_it_was(
+    sig: signal.Signals, db: Path, big_trace: Path
+) -> None:
+    before = db_fingerprint(db)
+    process = _start_ingest(big_trace, db)
+    _wait_until_writing(process, db)
+    process.send_signal(sig)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode != 0, "the ingest finished before the signal; make the trace bigger"
+    if sig == signal.SIGINT:
+        assert process.returncode == 130 and "interrupted" in stderr, stderr
+    # The previous content, readable read-only (a reader must not need to repair anything first) ...
+    assert db_fingerprint(db) == before
+    assert not list(db.parent.glob(db.name + ".tmp-*"))
+    # ... and the database still takes the next ingest.
+    done = traceview("ingest", OTHER, "-o", db)
+    assert done.returncode == 0, done.stderr
+    with duckdb.connect(str(db), read_only=True) as con:
+        labels = [r[0] for r in con.execute("SELECT label FROM runs ORDER BY run_id").fetchall()]
+    assert labels == ["eager", "compiled", "test"]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "kill-9"])
+def test_interrupted_ingest_of_a_new_database_leaves_no_database(
+    sig: signal.Signals, tmp_path: Path, big_trace: Path
+) -> None:
+    db = tmp_path / "new.db"
+    process = _start_ingest(big_trace, db)
+    _wait_until_writing(process, db)
+    process.send_signal(sig)
+    process.communicate(timeout=120)
+    assert process.returncode != 0, "the ingest finished before the signal; make the trace bigger"
+    assert not db.exists()
+    if sig == signal.SIGINT:  # cleaned up; after kill -9 a stale temporary twin may remain, never the .db
+        assert not list(tmp_path.glob("new.db*"))
+    done = traceview("ingest", SMALL, "-o", db)
+    assert done.returncode == 0, done.stderr
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Schema versions and files that are not traceview databases
+
+
+def _set_schema_version(db: Path, version: str | None) -> None:
+    with duckdb.connect(str(db)) as con:
+        if version is None:
+            con.execute("DROP TABLE traceview_meta")
+        else:
+            con.execute("UPDATE traceview_meta SET value = ? WHERE key = 'schema_version'", [version])
+
+
+@pytest.mark.parametrize(("version", "words"), [("0", ["schema version 0"]), ("99", ["schema version 99"])])
+def test_a_database_of_another_schema_version_is_refused(db: Path, version: str, words: list[str]) -> None:
+    _set_schema_version(db, version)
+    before = sha256(db)
+    assert_one_line_error(traceview("ingest", OTHER, "-o", db), db, *words)
+    assert_one_line_error(traceview("info", db), db, *words)
+    assert_one_line_error(traceview("sql", db, "SELECT 1"), db, *words)
+    assert sha256(db) == before
+
+
+def test_a_duckdb_file_that_traceview_did_not_write_is_refused(tmp_path: Path) -> None:
+    db = tmp_path / "other.db"
+    with duckdb.connect(str(db)) as con:
+        con.execute("CREATE TABLE runs (x INTEGER)")
+    before = sha256(db)
+    assert_one_line_error(traceview("ingest", SMALL, "-o", db), db, "not a traceview database")
+    assert_one_line_error(traceview("info", db), db, "not a traceview database")
+    assert sha256(db) == before
+
+
+@pytest.mark.parametrize("content", [b"", b"hello, not a database\n", b"SQLite format 3\x00" + bytes(200)])
+def test_an_output_file_that_is_not_a_database_is_left_alone(tmp_path: Path, content: bytes) -> None:
+    db = tmp_path / "out.db"
+    db.write_bytes(content)
+    assert_one_line_error(traceview("ingest", SMALL, "-o", db), db)
+    assert db.read_bytes() == content
+    assert not list(tmp_path.glob("out.db.*"))
+
+
+def test_output_over_the_trace_itself_is_refused_and_the_trace_kept(tmp_path: Path) -> None:
+    trace = Path(shutil.copyfile(SMALL, tmp_path / "trace.json.gz"))
+    assert_one_line_error(traceview("ingest", trace, "-o", trace), trace)
+    assert sha256(trace) == sha256(SMALL)
+
+
+@pytest.mark.parametrize("where", ["missing_dir/out.db", "a_directory"])
+def test_an_output_path_that_cannot_be_a_database_file(tmp_path: Path, where: str) -> None:
+    (tmp_path / "a_directory").mkdir()
+    target = tmp_path / where
+    assert_one_line_error(traceview("ingest", SMALL, "-o", target), target)
+    assert not (tmp_path / "missing_dir").exists()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Reading commands never write
+
+
+def _reading_commands(db: Path, out: Path) -> dict[str, list[str | Path]]:
+    return {
+        "info": ["info", db],
+        "sql": ["sql", db, "SELECT count(*) FROM gpu_activity"],
+        "layers": ["layers", db],
+        "query": ["query", db, "kernel_top", "-p", "n=3"],
+        "overlap": ["overlap", db],
+        "diff": ["diff", db, "--a", "eager", "--b", "compiled"],
+        "export": ["export", db, "-o", out / "trace.json"],
+        "report": ["report", db, "-o", out / "report.html"],
+        "plot": ["plot", db, "-o", out / "layers.png", "--kind", "layers"],
+    }
+
+
+def test_reading_commands_work_beside_another_reader_and_change_no_byte(
+    db: Path, tmp_path: Path, holder: list[Holder]
+) -> None:
+    """A second process holds the database read-only: a command that opened it for writing would be refused."""
+    before = sha256(db)
+    holder.append(Holder(db, read_only=True))
+    failed = {}
+    for name, args in _reading_commands(db, tmp_path).items():
+        result = traceview(*args)
+        if result.returncode != 0:
+            failed[name] = result.stderr.strip()[-300:]
+    assert not failed
+    holder.pop().close()
+    assert sha256(db) == before
+    assert not list(tmp_path.glob("runs.db.*"))
+
+
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "DELETE FROM runs",
+        "DROP TABLE runs",
+        "CREATE TABLE x (a INTEGER)",
+        "UPDATE traceview_meta SET value = '0'",
+        "INSERT INTO runs SELECT * FROM runs",
+    ],
+)
+def test_sql_cannot_change_the_database(db: Path, statement: str) -> None:
+    before = sha256(db)
+    result = traceview("sql", db, statement)
+    assert result.returncode == 2 and len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "read-only" in result.stderr.lower() or "read only" in result.stderr.lower(), result.stderr
+    assert sha256(db) == before
+
+
+def test_a_read_only_file_can_be_read(db: Path) -> None:
+    db.chmod(0o444)
+    try:
+        assert traceview("info", db).returncode == 0
+        assert traceview("sql", db, "SELECT count(*) FROM runs", "-f", "csv").stdout.splitlines() == [
+            "count_star()",
+            "2",
+        ]
+    finally:
+        db.chmod(0o644)
