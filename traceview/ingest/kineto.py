@@ -35,6 +35,7 @@ from . import IngestOptions, LoadedSource, RetryCarefully, Source, common, jsons
 CHUNK = 1 << 24
 MAX_HEADER = 1 << 28
 MAX_EVENT = 1 << 30  # read_json's maximum_object_size
+FAST_MAX_EVENT = 1 << 24  # the fast path's (DuckDB's default): its read buffers grow with it; larger -> careful path
 TAIL_WINDOWS = (1 << 20, 1 << 26)
 
 # Kineto categories (current and legacy spellings, compared lower-case) and the table each feeds.
@@ -480,6 +481,7 @@ def _stage(
     and phase (for the counters) and NULL names.
     """
     spec = "{" + ", ".join(f"{k!r}: {v!r}" for k, v in columns.items()) + "}"
+    biggest = MAX_EVENT if robust else FAST_MAX_EVENT
     if robust:
         ts, dur = "TRY_CAST(ts AS DECIMAL(24, 3))", "TRY_CAST(dur AS DECIMAL(24, 3))"
         arg_columns = ", ".join(f"CASE WHEN keep THEN {sql} END AS {name}" for name, sql in args.items())
@@ -513,7 +515,7 @@ def _stage(
                                    WHEN cat = 'python_function' AND name LIKE 'nn.Module:%' THEN 3 ELSE 0 END AS tbl
                     FROM (
                         SELECT lower(coalesce(cat, '')) AS cat, ph, name, pid, tid, {ts} AS ts, {dur} AS dur, args
-                        FROM read_json(?, format = 'array', columns = {spec}, maximum_object_size = {MAX_EVENT})
+                        FROM read_json(?, format = 'array', columns = {spec}, maximum_object_size = {biggest})
                     )
                 )
             )
