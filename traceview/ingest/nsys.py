@@ -260,8 +260,8 @@ def _device_names(export: Export) -> dict[int, str]:
         return {}
     names: dict[int, str] = {}
     for device, name in rows(export, sql):
-        if device is not None and name:
-            names.setdefault(int(device), str(name))
+        if isinstance(device, int) and name:  # a device id of another type (text, real) names no device
+            names.setdefault(device, str(name))
     return names
 
 
