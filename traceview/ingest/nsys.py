@@ -519,7 +519,9 @@ def _record_stats(con: duckdb.DuckDBPyConnection, export: Export, session: Sessi
     nvtx_types: dict[int, int] = {}
     if export.has(NVTX):
         sql = f"SELECT eventType, count(*) FROM {NVTX} GROUP BY eventType"
-        nvtx_types = {int(t): int(n) for t, n in rows(export, sql)}
+        for event_type, n in rows(export, sql):  # an eventType that is NULL or not an integer counts as -1
+            key = event_type if isinstance(event_type, int) else -1
+            nvtx_types[key] = nvtx_types.get(key, 0) + int(n)
     counts[NVTX] = sum(nvtx_types.values())
     for table, n in counts.items():
         if export.has(table):
