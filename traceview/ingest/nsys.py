@@ -206,6 +206,9 @@ def _stage_gpu(con: duckdb.DuckDBPyConnection, export: Export) -> None:
             f"FROM {MEMSET} x"
         )
     stage(con, export, "_ngpu", parts, GPU_COLUMNS)
+    # The schema keeps these as INTEGER: a value beyond 32 bits is no device or grid size, and becomes NULL.
+    narrow = ("device_id", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")
+    con.execute("UPDATE _ngpu SET " + ", ".join(f"{c} = TRY_CAST({c} AS INTEGER)" for c in narrow))
 
 
 def _string(export: Export, id_sql: str, fallback: str) -> str:
