@@ -580,7 +580,7 @@ def _insert_rows(
         SELECT $run, $rank,
                (SELECT coalesce(max(range_id), 0) FROM gpu_ranges WHERE run_id = $run)
                  + row_number() OVER (ORDER BY start_ns, end_ns DESC, device, stream, pid, tid, name),
-               coalesce(device, pid), coalesce(stream, tid), start_ns, end_ns, coalesce(name, '')
+               TRY_CAST(coalesce(device, pid) AS INTEGER), coalesce(stream, tid), start_ns, end_ns, coalesce(name, '')
         FROM _x WHERE tbl = 4
         """,
         params,
@@ -615,7 +615,7 @@ def _insert_gpu_activity(
         SELECT $run, $rank,
                (SELECT coalesce(max(activity_id), 0) FROM gpu_activity WHERE run_id = $run)
                  + row_number() OVER (ORDER BY start_ns, end_ns, device, stream, correlation, x.name),
-               kind, coalesce(device, x.pid), coalesce(stream, tid),
+               kind, TRY_CAST(coalesce(device, x.pid) AS INTEGER), coalesce(stream, tid),
                start_ns, end_ns, coalesce(x.name, ''), coalesce(s.short_name, ''),
                CASE WHEN kind <> 'kernel' THEN kind WHEN collective IS NOT NULL THEN 'comm'
                     ELSE coalesce(c.category, 'compute') END,
