@@ -342,3 +342,38 @@ def test_target_clock_without_system_clock_column_is_told_by_the_data(tmp_path: 
     db = ingest(e, tmp_path)
     assert query(db, "SELECT clock_anchor_ns FROM runs") == [(1_700_000_000_000_000_000 - 5_000_000_000,)]
     assert query(db, "SELECT name, closed FROM cpu_ranges ORDER BY 1") == [("open", False), ("step", True)]
+
+
+def test_graph_nodes_lead_replayed_kernels_to_the_layer_ranges_of_their_capture(tmp_path: Path) -> None:
+    """--cuda-graph-trace=node: kernels carry the id of an instantiated node, cloned from a node created while
+    capturing, inside model.layers.N. graph_nodes keeps one row per node, and segmentation uses it.
+
+    capture  model.layers.0 [ n1  n2 ]   model.layers.1 [ n3  n4 ]    instantiate: 101..104 cloned from 1..4
+    replays  cudaGraphLaunch -> kernels 101 102 103 104   (twice)
+    """
+    e = Export()
+    e.range(10, 11, 1000, 1400, "model.layers.0")
+    e.range(10, 11, 1500, 1900, "model.layers.1")
+    creation, instantiate = e.sid("cudaLaunchKernel_v7000"), e.sid("cudaGraphInstantiate_v12000")
+    for node, at in ((1, 1100), (2, 1200), (3, 1600), (4, 1700)):
+        e.graph_nodes.append((at, at, gtid(10, 11), creation, node, None))
+        e.graph_nodes.append((2100, 2100, gtid(10, 11), instantiate, 100 + node, None))
+        e.graph_nodes.append((2101, 2101, gtid(10, 11), instantiate, 100 + node, node))
+    for step, (corr, t) in enumerate(((50, 3000), (51, 5000))):
+        e.range(10, 11, t - 10, t + 900, f"decode_step_{step}")
+        e.call(10, 11, corr, t, t + 5, "cudaGraphLaunch_v10000")
+        for i, node in enumerate((101, 102, 103, 104)):
+            e.kernel(10, 0, corr, t + 100 + 100 * i, t + 150 + 100 * i, name=f"k{node}", node=node)
+    db = ingest(e, tmp_path)
+    assert query(db, "SELECT graph_node_id, original_graph_node_id, created_ns, name FROM graph_nodes ORDER BY 1") == [
+        (1, None, 1100, "cudaLaunchKernel"),
+        (2, None, 1200, "cudaLaunchKernel"),
+        (3, None, 1600, "cudaLaunchKernel"),
+        (4, None, 1700, "cudaLaunchKernel"),
+        (101, 1, 2100, "cudaGraphInstantiate"),
+        (102, 2, 2100, "cudaGraphInstantiate"),
+        (103, 3, 2100, "cudaGraphInstantiate"),
+        (104, 4, 2100, "cudaGraphInstantiate"),
+    ]
+    layers = "SELECT graph_node_id, list(DISTINCT layer) FROM gpu_activity GROUP BY 1 ORDER BY 1"
+    assert query(db, layers) == [(101, [0]), (102, [0]), (103, [1]), (104, [1])]

@@ -58,7 +58,7 @@ NVTX_MARK_TYPES = {34: "NvtxMark", 65: "NvtxtMark"}
 NVTX_DOMAIN_CREATE = 75
 NVTX_OTHER_TYPES = {33: "NvtxCategory", 39: "NvtxThread", 75: "NvtxDomainCreate", 76: "NvtxDomainDestroy"}
 TIME_LIMIT = 1 << 62  # ns, about 146 years: beyond it a value is not a timestamp
-STAGED_FROM = {"_ngpu": "gpu_work", "_nlaunch": "api_calls", "_nnvtx": "nvtx"}
+STAGED_FROM = {"_ngpu": "gpu_work", "_nlaunch": "api_calls", "_nnvtx": "nvtx", "_nnode": "graph_nodes"}
 DRIVER_EVENT_CLASS = 1  # ENUM_NSYS_EVENT_CLASS TRACE_PROCESS_EVENT_CUDA_DRIVER
 # ENUM_CUDA_MEMCPY_OPER and ENUM_CUDA_MEM_KIND ids, spelled as the PyTorch profiler names copies ("Memcpy HtoD
 # (Pageable -> Device)"), so that names agree between backends. nsys numbers memory kinds unlike CUPTI.
@@ -253,6 +253,26 @@ def _stage_names(con: duckdb.DuckDBPyConnection, export: Export) -> None:
     stage(con, export, "_nprocess", processes, {"global_pid": "i", "name": "t"})
 
 
+def _stage_graph_nodes(con: duckdb.DuckDBPyConnection, export: Export) -> None:
+    """_nnode: CUDA graph node creations and clones (CUDA_GRAPH_NODE_EVENTS; CUDA_GRAPH_EVENTS before 2024)."""
+    table = _graph_node_table(export)
+    parts = []
+    if table:
+        parts.append(
+            f"x.globalTid, x.start, x.graphNodeId, {export.col(table, 'x', 'originalGraphNodeId')}, "
+            f"{_string(export, export.col(table, 'x', 'nameId'), 'NULL')} FROM {table} x"
+        )
+    columns = {"global_tid": "i", "start_ns": "i", "graph_node_id": "i", "original_graph_node_id": "i", "name": "t"}
+    stage(con, export, "_nnode", parts, columns)
+
+
+def _graph_node_table(export: Export) -> str | None:
+    """Node events are in CUDA_GRAPH_NODE_EVENTS, or in CUDA_GRAPH_EVENTS in old exports (which then has
+    graphNodeId; in new ones CUDA_GRAPH_EVENTS holds whole graphs)."""
+    names = ("CUDA_GRAPH_NODE_EVENTS", "CUDA_GRAPH_EVENTS")
+    return next((t for t in names if export.has(t, "graphNodeId") and export.has(t, "start")), None)
+
+
 def _device_names(export: Export) -> dict[int, str]:
     """CUDA device id -> GPU name, from TARGET_INFO_CUDA_DEVICE + TARGET_INFO_GPU (new) or TARGET_INFO_GPU (old)."""
     if export.has("TARGET_INFO_CUDA_DEVICE", "cudaId") and export.has("TARGET_INFO_GPU", "name"):
@@ -275,7 +295,7 @@ def _device_names(export: Export) -> dict[int, str]:
 def _load_export(
     con: duckdb.DuckDBPyConnection, export: Export, session: Session, run_id: int, shift: int, options: IngestOptions
 ) -> None:
-    stages = (_stage_gpu, _stage_launches, _stage_nvtx, _stage_names)
+    stages = (_stage_gpu, _stage_launches, _stage_nvtx, _stage_names, _stage_graph_nodes)
     for done, read in enumerate(stages):
         if options.progress:
             options.progress(f"reading {export.shown.name}", done, len(stages))
@@ -288,6 +308,7 @@ def _load_export(
     _insert_launches(con, params)
     _insert_cpu_ranges(con, params)
     _insert_threads(con, params)
+    _insert_graph_nodes(con, params)
     devices = _device_names(export)
     rank_from = "default" if len(ranks) == 1 and first_row(_count(con, "ranks", run_id)) == (0,) else "process_order"
     for rank, pid, device in ranks:
@@ -307,6 +328,7 @@ def _drop_unusable_times(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
     becomes NULL (never closed). Times stay within ±2^62 ns, so that differences of two fit in a BIGINT."""
     dropped = {}
     staged = {"_ngpu": ("start_ns", "end_ns"), "_nlaunch": ("start_ns", "end_ns"), "_nnvtx": ("start_ns",)}
+    staged["_nnode"] = ("start_ns", "graph_node_id")
     for table, required in staged.items():
         bad = " OR ".join(f"coalesce(NOT {c} BETWEEN -{TIME_LIMIT} AND {TIME_LIMIT}, TRUE)" for c in required)
         dropped[STAGED_FROM[table]] = con.execute(f"SELECT count(*) FROM {table} WHERE {bad}").fetchall()[0][0]
@@ -501,6 +523,62 @@ def _insert_threads(con: duckdb.DuckDBPyConnection, params: dict[str, int]) -> N
     )
 
 
+# Not in schema.sql (yet): an optional table that only databases holding nsys node-level graph traces have;
+# segment/graph.py uses it when present.
+GRAPH_NODES_DDL = """
+CREATE TABLE IF NOT EXISTS graph_nodes (
+    run_id INTEGER NOT NULL,
+    rank INTEGER NOT NULL,
+    graph_node_id BIGINT NOT NULL,
+    original_graph_node_id BIGINT,
+    pid BIGINT,
+    tid BIGINT,
+    created_ns BIGINT NOT NULL,
+    name VARCHAR NOT NULL
+);
+COMMENT ON TABLE graph_nodes IS 'CUDA graph nodes, one row each, as created: captured, added, or cloned when a graph \
+was instantiated (nsys --cuda-graph-trace=node, CUDA_GRAPH_NODE_EVENTS). Leads a replayed kernel to its maker.';
+COMMENT ON COLUMN graph_nodes.run_id IS 'Run (runs.run_id).';
+COMMENT ON COLUMN graph_nodes.rank IS 'Rank whose GPU work carries the node id, else the first rank of the process.';
+COMMENT ON COLUMN graph_nodes.graph_node_id IS 'Node id, as in gpu_activity.graph_node_id.';
+COMMENT ON COLUMN graph_nodes.original_graph_node_id IS 'For a clone, the node it was cloned from, else NULL.';
+COMMENT ON COLUMN graph_nodes.pid IS 'Process that created the node.';
+COMMENT ON COLUMN graph_nodes.tid IS 'Thread that created the node.';
+COMMENT ON COLUMN graph_nodes.created_ns IS 'When it was created, ns (in a capture: within the ranges open then).';
+COMMENT ON COLUMN graph_nodes.name IS 'API call that created the node, e.g. cudaLaunchKernel, cudaGraphInstantiate.';
+"""
+
+
+def _insert_graph_nodes(con: duckdb.DuckDBPyConnection, params: dict[str, int]) -> None:
+    """graph_nodes rows, when the export has node events; created here, since only such databases have it."""
+    if not con.execute("SELECT count(*) FROM _nnode").fetchall()[0][0]:
+        return
+    con.execute(GRAPH_NODES_DDL)
+    # a run id can be reused after --replace deleted a run (delete_run does not know this table)
+    stale = "DELETE FROM graph_nodes WHERE run_id NOT IN (SELECT run_id FROM runs) OR run_id = $run"
+    con.execute(stale, {"run": params["run"]})
+    con.execute(
+        """
+        INSERT INTO graph_nodes
+        WITH nodes AS (  -- one row per node: nsys records a cloned node's creation and its cloning apart
+            SELECT (global_tid >> 24) & 16777215 AS pid, graph_node_id, min(start_ns) AS start_ns,
+                   arg_min(global_tid & 16777215, start_ns) AS tid, arg_min(name, start_ns) AS name,
+                   max(original_graph_node_id) AS original_graph_node_id
+            FROM _nnode GROUP BY ALL
+        ), work AS (
+            SELECT pid, graph_node_id, min(rank) AS rank FROM gpu_activity
+            WHERE run_id = $run AND graph_node_id IS NOT NULL GROUP BY ALL
+        )
+        SELECT $run, coalesce(w.rank, p.rank), n.graph_node_id, n.original_graph_node_id, n.pid, n.tid,
+               n.start_ns + $shift, coalesce(regexp_replace(n.name, '_v\\d+$', ''), '')
+        FROM nodes n
+        JOIN _nproc p ON p.pid = n.pid
+        LEFT JOIN work w ON w.pid = n.pid AND w.graph_node_id = n.graph_node_id
+        """,
+        params,
+    )
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Counters
 
@@ -560,10 +638,7 @@ def _record_stats(con: duckdb.DuckDBPyConnection, export: Export, session: Sessi
 
 def _record_graph_stats(export: Export, stat: Any) -> None:
     """CUDA graph node events (CUDA_GRAPH_NODE_EVENTS; CUDA_GRAPH_EVENTS before) and whole-graph replays."""
-    node_table = next(
-        (t for t in ("CUDA_GRAPH_NODE_EVENTS", "CUDA_GRAPH_EVENTS") if export.has(t, "graphNodeId")),
-        None,
-    )
+    node_table = _graph_node_table(export)
     if node_table:
         n = rows(export, f"SELECT count(*) FROM {node_table}")[0][0]
         stat("graph_node_events", "info", n, f"CUDA graph node creations and clones ({node_table})")
