@@ -209,7 +209,21 @@ def _events(doc: Doc) -> list[Any]:
     return events if isinstance(events, list) else []
 
 
+KEPT_CATEGORIES = {
+    "kernel",
+    "gpu_memcpy",
+    "gpu_memset",
+    "cuda_runtime",
+    "cuda_driver",
+    "user_annotation",
+    "gpu_user_annotation",
+}
+
+
 def _pick(rng: random.Random, events: list[Any], where: Callable[[dict[str, Any]], bool] | None = None) -> list[Any]:
+    """1, a few or many events (matching `where`); half the time only of the categories traceview keeps."""
+    if where is None and rng.random() < 0.5:
+        where = lambda e: str(e.get("cat", "")).lower() in KEPT_CATEGORIES  # noqa: E731
     pool = [e for e in events if isinstance(e, dict) and (where is None or where(e))]
     if not pool:
         return []
@@ -388,11 +402,34 @@ BYTE_MUTATIONS: dict[str, Callable[[random.Random, bytes], bytes]] = {
 
 
 def serialize(rng: random.Random, doc: Any) -> bytes:
-    """JSON the way a profiler might write it: compact, spaced or indented; ASCII or UTF-8."""
+    """JSON the way a profiler might write it: PyTorch's layout, compact, spaced or indented; ASCII or UTF-8."""
+    if isinstance(doc, dict) and isinstance(doc.get("traceEvents"), list) and rng.random() < 0.5:
+        return pytorch_layout(doc, ensure_ascii=rng.random() < 0.5).encode("utf-8", "surrogatepass")
     indent = rng.choice([None, None, 1, 2])
     separators = rng.choice([None, (",", ":")]) if indent is None else None
     text = json.dumps(doc, indent=indent, separators=separators, ensure_ascii=rng.random() < 0.5)
     return text.encode("utf-8", "surrogatepass")
+
+
+def pytorch_layout(doc: dict[str, Any], ensure_ascii: bool = True) -> str:
+    """`doc` laid out as torch.profiler writes traces: one event per `  {\n    ...\n  }` block (the layout
+    traceview's fast path splits at `\n  },\n  {\n`), the other keys around the array."""
+
+    def member(key: str, value: Any) -> str:
+        return f"  {json.dumps(key)}: {json.dumps(value, ensure_ascii=ensure_ascii)}"
+
+    def event(e: Any) -> str:
+        if not isinstance(e, dict) or not e:
+            return "  " + json.dumps(e, ensure_ascii=ensure_ascii)
+        body = ", ".join(f"{json.dumps(k)}: {json.dumps(v, ensure_ascii=ensure_ascii)}" for k, v in e.items())
+        return "  {\n    " + body + "\n  }"
+
+    keys = list(doc)
+    at = keys.index("traceEvents")
+    before = [member(k, doc[k]) for k in keys[:at]]
+    after = [member(k, doc[k]) for k in keys[at + 1 :]]
+    array = '  "traceEvents": [\n' + ",\n".join(event(e) for e in doc["traceEvents"]) + "\n]"
+    return "{\n" + ",\n".join([*before, array, *after]) + "\n}\n"
 
 
 # ---------------------------------------------------------------------------------------------------------
