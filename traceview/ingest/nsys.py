@@ -38,7 +38,6 @@ from . import IngestOptions, LoadedSource, Source, common
 from .nsys_export import (
     DRIVER,
     EXPORT_META,
-    GRAPH_TRACE,
     KERNEL,
     MEMCPY,
     MEMSET,
@@ -48,7 +47,9 @@ from .nsys_export import (
     open_export,
     rows,
     stage,
+    string_value,
 )
+from .nsys_graph import insert_graph_nodes, record_graph_stats, stage_graph_nodes
 
 READ_TABLES = (KERNEL, MEMCPY, MEMSET, RUNTIME, NVTX, "StringIds", "ThreadNames", "PROCESSES")
 
@@ -187,7 +188,7 @@ def _stage_gpu(con: duckdb.DuckDBPyConnection, export: Export) -> None:
     parts = []
     common_cols = 'x.globalPid, x.deviceId, x.streamId, x.start, x."end", x.correlationId'
     if export.has(KERNEL):
-        name = _string(export, "x.demangledName", _string(export, "x.shortName", "NULL"))
+        name = string_value(export, "x.demangledName", string_value(export, "x.shortName", "NULL"))
         dims = ", ".join(f"x.{d}" for d in ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ"))
         parts.append(
             f"{common_cols}, 'kernel', {name}, {export.col(KERNEL, 'x', 'graphId')}, "
@@ -211,17 +212,10 @@ def _stage_gpu(con: duckdb.DuckDBPyConnection, export: Export) -> None:
     con.execute("UPDATE _ngpu SET " + ", ".join(f"{c} = TRY_CAST({c} AS INTEGER)" for c in narrow))
 
 
-def _string(export: Export, id_sql: str, fallback: str) -> str:
-    """SQL for the StringIds value of `id_sql` (a scalar subquery on the primary key)."""
-    if not export.has("StringIds"):
-        return fallback
-    return f"coalesce((SELECT value FROM StringIds WHERE id = {id_sql}), {fallback})"
-
-
 def _stage_launches(con: duckdb.DuckDBPyConnection, export: Export) -> None:
     """_nlaunch: CUDA runtime and driver API calls (one table since 2022.4; a DRIVER table when present)."""
     parts = [
-        f'x.globalTid, x.start, x."end", {_string(export, "x.nameId", "NULL")}, x.eventClass, x.correlationId '
+        f'x.globalTid, x.start, x."end", {string_value(export, "x.nameId", "NULL")}, x.eventClass, x.correlationId '
         f"FROM {table} x"
         for table in (RUNTIME, DRIVER)
         if export.has(table, "nameId")
@@ -235,7 +229,7 @@ def _stage_nvtx(con: duckdb.DuckDBPyConnection, export: Export) -> None:
     parts = []
     if export.has(NVTX):
         kept = ", ".join(str(t) for t in (*NVTX_RANGE_TYPES, *NVTX_MARK_TYPES, NVTX_DOMAIN_CREATE))
-        text = _string(export, export.col(NVTX, "x", "textId"), "NULL")
+        text = string_value(export, export.col(NVTX, "x", "textId"), "NULL")
         parts.append(
             f'x.globalTid, x.start, x."end", x.eventType, coalesce(x.text, {text}), '
             f"{export.col(NVTX, 'x', 'domainId')} FROM {NVTX} x WHERE x.eventType IN ({kept})"
@@ -247,30 +241,10 @@ def _stage_names(con: duckdb.DuckDBPyConnection, export: Export) -> None:
     """_nthread and _nprocess: thread and process names."""
     threads = []
     if export.has("ThreadNames", "nameId"):
-        threads.append(f"x.globalTid, {_string(export, 'x.nameId', 'NULL')} FROM ThreadNames x")
+        threads.append(f"x.globalTid, {string_value(export, 'x.nameId', 'NULL')} FROM ThreadNames x")
     stage(con, export, "_nthread", threads, {"global_tid": "i", "name": "t"})
     processes = ["globalPid, name FROM PROCESSES"] if export.has("PROCESSES", "globalPid") else []
     stage(con, export, "_nprocess", processes, {"global_pid": "i", "name": "t"})
-
-
-def _stage_graph_nodes(con: duckdb.DuckDBPyConnection, export: Export) -> None:
-    """_nnode: CUDA graph node creations and clones (CUDA_GRAPH_NODE_EVENTS; CUDA_GRAPH_EVENTS before 2024)."""
-    table = _graph_node_table(export)
-    parts = []
-    if table:
-        parts.append(
-            f"x.globalTid, x.start, x.graphNodeId, {export.col(table, 'x', 'originalGraphNodeId')}, "
-            f"{_string(export, export.col(table, 'x', 'nameId'), 'NULL')} FROM {table} x"
-        )
-    columns = {"global_tid": "i", "start_ns": "i", "graph_node_id": "i", "original_graph_node_id": "i", "name": "t"}
-    stage(con, export, "_nnode", parts, columns)
-
-
-def _graph_node_table(export: Export) -> str | None:
-    """Node events are in CUDA_GRAPH_NODE_EVENTS, or in CUDA_GRAPH_EVENTS in old exports (which then has
-    graphNodeId; in new ones CUDA_GRAPH_EVENTS holds whole graphs)."""
-    names = ("CUDA_GRAPH_NODE_EVENTS", "CUDA_GRAPH_EVENTS")
-    return next((t for t in names if export.has(t, "graphNodeId") and export.has(t, "start")), None)
 
 
 def _device_names(export: Export) -> dict[int, str]:
@@ -295,7 +269,7 @@ def _device_names(export: Export) -> dict[int, str]:
 def _load_export(
     con: duckdb.DuckDBPyConnection, export: Export, session: Session, run_id: int, shift: int, options: IngestOptions
 ) -> None:
-    stages = (_stage_gpu, _stage_launches, _stage_nvtx, _stage_names, _stage_graph_nodes)
+    stages = (_stage_gpu, _stage_launches, _stage_nvtx, _stage_names, stage_graph_nodes)
     for done, read in enumerate(stages):
         if options.progress:
             options.progress(f"reading {export.shown.name}", done, len(stages))
@@ -308,7 +282,7 @@ def _load_export(
     _insert_launches(con, params)
     _insert_cpu_ranges(con, params)
     _insert_threads(con, params)
-    _insert_graph_nodes(con, params)
+    insert_graph_nodes(con, params)
     devices = _device_names(export)
     rank_from = "default" if len(ranks) == 1 and first_row(_count(con, "ranks", run_id)) == (0,) else "process_order"
     for rank, pid, device in ranks:
@@ -523,62 +497,6 @@ def _insert_threads(con: duckdb.DuckDBPyConnection, params: dict[str, int]) -> N
     )
 
 
-# Not in schema.sql (yet): an optional table that only databases holding nsys node-level graph traces have;
-# segment/graph.py uses it when present.
-GRAPH_NODES_DDL = """
-CREATE TABLE IF NOT EXISTS graph_nodes (
-    run_id INTEGER NOT NULL,
-    rank INTEGER NOT NULL,
-    graph_node_id BIGINT NOT NULL,
-    original_graph_node_id BIGINT,
-    pid BIGINT,
-    tid BIGINT,
-    created_ns BIGINT NOT NULL,
-    name VARCHAR NOT NULL
-);
-COMMENT ON TABLE graph_nodes IS 'CUDA graph nodes, one row each, as created: captured, added, or cloned when a graph \
-was instantiated (nsys --cuda-graph-trace=node, CUDA_GRAPH_NODE_EVENTS). Leads a replayed kernel to its maker.';
-COMMENT ON COLUMN graph_nodes.run_id IS 'Run (runs.run_id).';
-COMMENT ON COLUMN graph_nodes.rank IS 'Rank whose GPU work carries the node id, else the first rank of the process.';
-COMMENT ON COLUMN graph_nodes.graph_node_id IS 'Node id, as in gpu_activity.graph_node_id.';
-COMMENT ON COLUMN graph_nodes.original_graph_node_id IS 'For a clone, the node it was cloned from, else NULL.';
-COMMENT ON COLUMN graph_nodes.pid IS 'Process that created the node.';
-COMMENT ON COLUMN graph_nodes.tid IS 'Thread that created the node.';
-COMMENT ON COLUMN graph_nodes.created_ns IS 'When it was created, ns (in a capture: within the ranges open then).';
-COMMENT ON COLUMN graph_nodes.name IS 'API call that created the node, e.g. cudaLaunchKernel, cudaGraphInstantiate.';
-"""
-
-
-def _insert_graph_nodes(con: duckdb.DuckDBPyConnection, params: dict[str, int]) -> None:
-    """graph_nodes rows, when the export has node events; created here, since only such databases have it."""
-    if not con.execute("SELECT count(*) FROM _nnode").fetchall()[0][0]:
-        return
-    con.execute(GRAPH_NODES_DDL)
-    # a run id can be reused after --replace deleted a run (delete_run does not know this table)
-    stale = "DELETE FROM graph_nodes WHERE run_id NOT IN (SELECT run_id FROM runs) OR run_id = $run"
-    con.execute(stale, {"run": params["run"]})
-    con.execute(
-        """
-        INSERT INTO graph_nodes
-        WITH nodes AS (  -- one row per node: nsys records a cloned node's creation and its cloning apart
-            SELECT (global_tid >> 24) & 16777215 AS pid, graph_node_id, min(start_ns) AS start_ns,
-                   arg_min(global_tid & 16777215, start_ns) AS tid, arg_min(name, start_ns) AS name,
-                   max(original_graph_node_id) AS original_graph_node_id
-            FROM _nnode GROUP BY ALL
-        ), work AS (
-            SELECT pid, graph_node_id, min(rank) AS rank FROM gpu_activity
-            WHERE run_id = $run AND graph_node_id IS NOT NULL GROUP BY ALL
-        )
-        SELECT $run, coalesce(w.rank, p.rank), n.graph_node_id, n.original_graph_node_id, n.pid, n.tid,
-               n.start_ns + $shift, coalesce(regexp_replace(n.name, '_v\\d+$', ''), '')
-        FROM nodes n
-        JOIN _nproc p ON p.pid = n.pid
-        LEFT JOIN work w ON w.pid = n.pid AND w.graph_node_id = n.graph_node_id
-        """,
-        params,
-    )
-
-
 # ---------------------------------------------------------------------------------------------------------
 # Counters
 
@@ -631,26 +549,6 @@ def _record_stats(con: duckdb.DuckDBPyConnection, export: Export, session: Sessi
     ).fetchall()[0][0]
     if unnamed:
         stat("nvtx_domains_without_name", "info", unnamed, "NVTX domains whose creation event is not in the trace")
-    _record_graph_stats(export, stat)
+    record_graph_stats(export, stat)
     if counts[KERNEL] == 0:
         stat("warning", "data_loss", 1, f"{export.shown.name}: CPU-only trace (no GPU kernels)")
-
-
-def _record_graph_stats(export: Export, stat: Any) -> None:
-    """CUDA graph node events (CUDA_GRAPH_NODE_EVENTS; CUDA_GRAPH_EVENTS before) and whole-graph replays."""
-    node_table = _graph_node_table(export)
-    if node_table:
-        n = rows(export, f"SELECT count(*) FROM {node_table}")[0][0]
-        stat("graph_node_events", "info", n, f"CUDA graph node creations and clones ({node_table})")
-    replays = 0
-    if export.has(GRAPH_TRACE):
-        replays = rows(export, f"SELECT count(*) FROM {GRAPH_TRACE}")[0][0]
-    if replays:
-        stat("graph_replays_without_kernels", "data_loss", replays, "CUDA graph replays traced as whole graphs")
-        stat(
-            "warning",
-            "data_loss",
-            1,
-            f"{export.shown.name}: {replays} CUDA graph replays were traced as whole graphs, without their kernels; "
-            "record with nsys profile --cuda-graph-trace=node",
-        )

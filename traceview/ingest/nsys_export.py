@@ -226,6 +226,13 @@ def stage(
         raise _damaged(export.shown, error) from error
 
 
+def string_value(export: Export, id_sql: str, fallback: str) -> str:
+    """SQL for the StringIds value of `id_sql` (a scalar subquery on the primary key)."""
+    if not export.has("StringIds"):
+        return fallback
+    return f"coalesce((SELECT value FROM StringIds WHERE id = {id_sql}), {fallback})"
+
+
 def _valid_utf8(reader: pa.RecordBatchReader) -> pa.RecordBatchReader:
     """The batches of `reader`, with text that is not valid UTF-8 (SQLite does not check) decoded with U+FFFD
     replacements, so that one bad NVTX message does not fail the whole export. Valid batches pass untouched."""
