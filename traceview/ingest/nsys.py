@@ -2,8 +2,9 @@
 
 Reads: SQLite exports (`nsys export --type sqlite`; tested from export schema 3.0, nsys 2022.4, through 3.20, nsys
 2025.3, to 3.25, nsys 2026.2), Parquet export directories (`--type parquetdir`) and `.nsys-rep` / `.qdrep` reports,
-which the user's own nsys exports to SQLite first (nsys_export.py opens all of them). Writes: ranks, gpu_activity,
-launches, cpu_ranges, threads and ingest_stats rows for one run.
+which the user's own nsys exports to SQLite first (nsys_export.py opens all of them; nsys_graph.py reads CUDA graph
+node events). Writes: ranks, gpu_activity, launches, cpu_ranges, threads, graph_nodes and ingest_stats rows for one
+run.
 
 Rows never become Python objects: each source query runs inside SQLite (through ADBC) and streams Arrow record
 batches into DuckDB temp tables, where SQL moves them into the schema. Names are looked up in StringIds inside the

@@ -15,7 +15,7 @@ from .nsys_export import GRAPH_TRACE, Export, rows, stage, string_value
 
 
 def stage_graph_nodes(con: duckdb.DuckDBPyConnection, export: Export) -> None:
-    """_nnode: CUDA graph node creations and clones (CUDA_GRAPH_NODE_EVENTS; CUDA_GRAPH_EVENTS before 2024)."""
+    """_nnode: CUDA graph node creations and clones (CUDA_GRAPH_NODE_EVENTS; CUDA_GRAPH_EVENTS in 2022.4)."""
     table = graph_node_table(export)
     parts = []
     if table:
