@@ -1,8 +1,8 @@
 """Nsight Systems ingest on real exports: counts and links against SQL run straight on the export (sqlite3).
 
 Files: tests/data/nsys (two 2-GPU exports from nsys 2026.2 / schema 3.25, a CPU-only NVTX demo from nsys 2022.4 /
-schema 3.0) and sample_traces (H200 exports from nsys 2025.3 / schema 3.20, eager, compiled and CUDA graph, and the
-graph export as Parquet). See tests/data/nsys/PROVENANCE.md and sample_traces/README.md.
+schema 3.0) and sample_traces (H200 exports from nsys 2025.3 / schema 3.20: eager, compiled, CUDA graph, TP=2 on
+two GPUs, and the graph export as Parquet). See tests/data/nsys/PROVENANCE.md and sample_traces/README.md.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import traceview
 NSYS_DATA = Path(__file__).parent / "data" / "nsys"
 TWO_GPU = NSYS_DATA / "nsysai_mfu_2gpu_before.sqlite"
 DEMO_2022 = NSYS_DATA / "nvtx_demo_2022.4.sqlite"
-EXPORTS = sorted(NSYS_DATA.glob("*.sqlite")) + sorted(SAMPLES.glob("*.sqlite"))
+EXPORTS = sorted(NSYS_DATA.glob("*.sqlite")) + sorted(SAMPLES.rglob("*.sqlite"))
 RANGES, MARKS = "(59, 60, 70, 71)", "(34, 65)"
 
 
