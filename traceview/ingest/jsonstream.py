@@ -37,7 +37,8 @@ except ImportError:  # pragma: no cover - isal is a dependency, but zlib is alwa
 CHUNK = 1 << 22  # decompressed bytes read at a time
 HOLD = 1 << 20  # bytes kept back until the end of the file, to find where the array ends
 MAX_UNCUT = 1 << 26  # more than this without an event boundary: not the layout this path handles
-QUEUE_SEGMENTS = 3  # segments waiting per pipe (bounds memory: parts * QUEUE_SEGMENTS * ~CHUNK)
+QUEUE_SEGMENTS = 3  # segments waiting per pipe (bounds memory: lanes * QUEUE_SEGMENTS * ~CHUNK)
+QUOTA = 1 << 25  # bytes per pipe: DuckDB keeps what it read from a pipe until that pipe ends
 BOUNDARY = b"\n  },\n  {\n"
 F_SETPIPE_SZ = 1031  # Linux: grow the pipe buffer from 64 KiB
 PIPE_SIZE = 1 << 20
@@ -95,6 +96,20 @@ def decompressed_chunks(
                 yield b"".join(pieces)
 
 
+def expected_size(trace_file: Path) -> int:
+    """About how many bytes the file holds uncompressed: its size, or for gzip the size its trailer gives
+    (modulo 4 GiB: raised to at least 8x the compressed size, a low ratio for JSON)."""
+    size = trace_file.stat().st_size
+    with open(trace_file, "rb") as handle:
+        if handle.read(2) != b"\x1f\x8b" or size < 18:
+            return size
+        handle.seek(-4, os.SEEK_END)
+        isize = int.from_bytes(handle.read(4), "little")
+    while isize < 8 * size:
+        isize += 1 << 32
+    return isize
+
+
 def gzip_errors() -> tuple[type[BaseException], ...]:
     """Exceptions that mean damaged gzip data, whichever library decompresses."""
     errors: list[type[BaseException]] = [EOFError, OSError, zlib.error]
@@ -112,25 +127,35 @@ class EventPipes:
     header); `rest` yields the remaining decompressed chunks. Enter to get the pipe paths, read them all
     with DuckDB, then call `finish()` for the metadata after the array and the byte count; `finish`
     raises StreamFailed when the data was not a clean array.
+
+    DuckDB holds all it read from a pipe until that pipe ends, so no pipe carries more than QUOTA bytes:
+    there are about expected_bytes / QUOTA pipes (a pipe that is not needed is an empty array), fed in
+    order by `lanes` lanes at a time, as DuckDB's `lanes` threads read them in order.
     """
 
     def __init__(
         self,
         first: bytes,
         rest: Iterator[bytes],
-        parts: int,
+        lanes: int,
         find_end: Callable[[bytes], tuple[int, dict[str, Any]] | None],
+        expected_bytes: int = 0,
     ) -> None:
         self._first = first
         self._rest = rest
         self._find_end = find_end
         self._tmp = tempfile.TemporaryDirectory(prefix="traceview-pipes-")
-        self.paths = [Path(self._tmp.name) / f"events-{i}.json" for i in range(max(parts, 1))]
+        lanes = max(lanes, 1)
+        count = lanes + max(lanes, -(-expected_bytes // QUOTA))
+        self.paths = [Path(self._tmp.name) / f"events-{i:05d}.json" for i in range(count)]
         self._queues: list[queue.Queue[bytes | None]] = [queue.Queue(QUEUE_SEGMENTS) for _ in self.paths]
         self._cancel = threading.Event()
         self._threads: list[threading.Thread] = []
         self._error: BaseException | None = None
         self._writer_errors: list[BaseException] = []
+        self._lanes = list(range(lanes))  # lane -> the pipe it feeds now
+        self._filled = [0] * lanes
+        self._next = lanes
         self._turn = 0
         self.trailer: dict[str, Any] = {}
         self.json_bytes = 0
@@ -178,7 +203,7 @@ class EventPipes:
         except BaseException as error:  # reported by finish(); the pipes still close as valid arrays, so
             self._error = error  # that DuckDB's read succeeds (a DuckDB error would abort the transaction)
         finally:
-            for q in self._queues:
+            for q in self._queues:  # in pipe order, as DuckDB reads them
                 self._put(q, None, force=True)
 
     def _split(self) -> None:
@@ -208,22 +233,30 @@ class EventPipes:
             self._route(bytes(buf[: tail_start + offset]))
 
     def _route(self, segment: bytes) -> None:
-        """Put `segment` on the next pipe in turn that has room, so that DuckDB's threads share the work;
-        wait only when every pipe is full (a pipe that is not being read never holds up the others)."""
-        count = len(self._queues)
+        """Put `segment` on the next lane in turn whose pipe has room, so that DuckDB's threads share the work;
+        wait only when every lane is full (a pipe that is not being read never holds up the others)."""
+        count = len(self._lanes)
         while not self._cancel.is_set():
             for step in range(count):
-                q = self._queues[(self._turn + step) % count]
+                lane = (self._turn + step) % count
                 try:
-                    q.put_nowait(segment)
+                    self._queues[self._lanes[lane]].put_nowait(segment)
                 except queue.Full:
                     continue
-                self._turn = (self._turn + step + 1) % count
+                self._account(lane, len(segment))
                 return
             with contextlib.suppress(queue.Full):
-                self._queues[self._turn].put(segment, timeout=0.05)
-                self._turn = (self._turn + 1) % count
+                self._queues[self._lanes[self._turn]].put(segment, timeout=0.05)
+                self._account(self._turn, len(segment))
                 return
+
+    def _account(self, lane: int, size: int) -> None:
+        """Count `size` bytes on `lane`; past QUOTA, end its pipe and move the lane to the next one."""
+        self._turn = (lane + 1) % len(self._lanes)
+        self._filled[lane] += size
+        if self._filled[lane] >= QUOTA and self._next < len(self.paths):
+            self._put(self._queues[self._lanes[lane]], None, force=True)
+            self._lanes[lane], self._next, self._filled[lane] = self._next, self._next + 1, 0
 
     def _put(self, q: queue.Queue[bytes | None], item: bytes | None, force: bool = False) -> None:
         while True:

@@ -213,7 +213,11 @@ def _stage_streamed(con: duckdb.DuckDBPyConnection, trace_file: Path, options: I
     chunks = jsonstream.decompressed_chunks(trace_file, options.progress)
     header, first = _read_header(trace_file, chunks)
     pipes = jsonstream.EventPipes(
-        first, chunks, _threads(con), lambda tail: _array_end_in_tail(tail, header.bare_array)
+        first,
+        chunks,
+        _threads(con),
+        lambda tail: _array_end_in_tail(tail, header.bare_array),
+        jsonstream.expected_size(trace_file),
     )
     with pipes as paths:
         try:
