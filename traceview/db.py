@@ -121,11 +121,27 @@ def write_session(path: str | Path) -> Iterator[duckdb.DuckDBPyConnection]:
         con.execute("COMMIT")
         con.execute("CHECKPOINT")
         con.close()
-        os.replace(tmp, path)
+        _move_into_place(tmp, path)
     except BaseException:
         con.close()
         _remove_db_files(tmp)
         raise
+
+
+def _move_into_place(tmp: Path, path: Path) -> None:
+    """Rename tmp to path, unless another ingest created path meanwhile: renaming over it would lose its run."""
+    try:
+        os.link(tmp, path)
+    except FileExistsError as error:
+        raise DatabaseError(
+            path,
+            "another process created this database while this run was being read",
+            "run the same ingest again to add the run to it",
+        ) from error
+    except OSError:  # a filesystem without hard links
+        os.replace(tmp, path)
+    else:
+        tmp.unlink()
 
 
 def _remove_db_files(path: Path) -> None:
