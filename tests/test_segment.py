@@ -279,9 +279,9 @@ def test_graph_node_creations_map_replays_to_capture_time_ranges(tmp_path: Path,
         orphans = "SELECT launch_id FROM launches WHERE name = 'cudaLaunchKernel' AND launch_id NOT IN "
         orphans += "(SELECT launch_id FROM gpu_activity WHERE launch_id IS NOT NULL)"
         con.execute(
-            f"""CREATE TABLE graph_nodes AS
+            f"""INSERT INTO graph_nodes
                 SELECT run_id, rank, {GRAPH_NODE_BASE} + row_number() OVER (ORDER BY start_ns) - 1 AS graph_node_id,
-                       NULL::BIGINT AS original_graph_node_id, pid, tid, start_ns AS created_ns
+                       NULL::BIGINT AS original_graph_node_id, pid, tid, start_ns AS created_ns, name
                 FROM launches WHERE launch_id IN ({orphans})"""
         )
         con.execute(f"DELETE FROM launches WHERE launch_id IN ({orphans})")

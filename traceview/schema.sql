@@ -141,6 +141,26 @@ COMMENT ON COLUMN launches.name IS 'API function name without version suffix, e.
 COMMENT ON COLUMN launches.api IS 'runtime (CUDA/HIP runtime API) or driver (CUDA driver API).';
 COMMENT ON COLUMN launches.correlation_id IS 'Correlation id shared with the GPU work it launched.';
 
+CREATE TABLE IF NOT EXISTS graph_nodes (
+    run_id INTEGER NOT NULL,
+    rank INTEGER NOT NULL,
+    graph_node_id BIGINT NOT NULL,
+    original_graph_node_id BIGINT,
+    pid BIGINT,
+    tid BIGINT,
+    created_ns BIGINT NOT NULL,
+    name VARCHAR NOT NULL
+);
+COMMENT ON TABLE graph_nodes IS 'CUDA graph nodes, one row each, as created: captured, added, or cloned when a graph was instantiated (nsys --cuda-graph-trace=node, CUDA_GRAPH_NODE_EVENTS). Leads a replayed kernel to its maker.';
+COMMENT ON COLUMN graph_nodes.run_id IS 'Run (runs.run_id).';
+COMMENT ON COLUMN graph_nodes.rank IS 'Rank whose GPU work carries the node id, else the first rank of the process.';
+COMMENT ON COLUMN graph_nodes.graph_node_id IS 'Node id, as in gpu_activity.graph_node_id.';
+COMMENT ON COLUMN graph_nodes.original_graph_node_id IS 'For a clone, the node it was cloned from, else NULL.';
+COMMENT ON COLUMN graph_nodes.pid IS 'Process that created the node.';
+COMMENT ON COLUMN graph_nodes.tid IS 'Thread that created the node.';
+COMMENT ON COLUMN graph_nodes.created_ns IS 'When it was created, ns (in a capture: within the ranges open then).';
+COMMENT ON COLUMN graph_nodes.name IS 'API call that created the node, e.g. cudaLaunchKernel, cudaGraphInstantiate.';
+
 CREATE TABLE IF NOT EXISTS cpu_ranges (
     run_id INTEGER NOT NULL,
     rank INTEGER NOT NULL,

@@ -267,6 +267,7 @@ def delete_run(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
         "cpu_ranges",
         "gpu_ranges",
         "threads",
+        "graph_nodes",
         "steps",
         "layers",
         "ingest_stats",

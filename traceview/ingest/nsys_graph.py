@@ -34,40 +34,8 @@ def graph_node_table(export: Export) -> str | None:
     return next((t for t in names if export.has(t, "graphNodeId") and export.has(t, "start")), None)
 
 
-# Not in schema.sql (yet): an optional table that only databases holding nsys node-level graph traces have;
-# segment/graph.py uses it when present.
-GRAPH_NODES_DDL = """
-CREATE TABLE IF NOT EXISTS graph_nodes (
-    run_id INTEGER NOT NULL,
-    rank INTEGER NOT NULL,
-    graph_node_id BIGINT NOT NULL,
-    original_graph_node_id BIGINT,
-    pid BIGINT,
-    tid BIGINT,
-    created_ns BIGINT NOT NULL,
-    name VARCHAR NOT NULL
-);
-COMMENT ON TABLE graph_nodes IS 'CUDA graph nodes, one row each, as created: captured, added, or cloned when a graph \
-was instantiated (nsys --cuda-graph-trace=node, CUDA_GRAPH_NODE_EVENTS). Leads a replayed kernel to its maker.';
-COMMENT ON COLUMN graph_nodes.run_id IS 'Run (runs.run_id).';
-COMMENT ON COLUMN graph_nodes.rank IS 'Rank whose GPU work carries the node id, else the first rank of the process.';
-COMMENT ON COLUMN graph_nodes.graph_node_id IS 'Node id, as in gpu_activity.graph_node_id.';
-COMMENT ON COLUMN graph_nodes.original_graph_node_id IS 'For a clone, the node it was cloned from, else NULL.';
-COMMENT ON COLUMN graph_nodes.pid IS 'Process that created the node.';
-COMMENT ON COLUMN graph_nodes.tid IS 'Thread that created the node.';
-COMMENT ON COLUMN graph_nodes.created_ns IS 'When it was created, ns (in a capture: within the ranges open then).';
-COMMENT ON COLUMN graph_nodes.name IS 'API call that created the node, e.g. cudaLaunchKernel, cudaGraphInstantiate.';
-"""
-
-
 def insert_graph_nodes(con: duckdb.DuckDBPyConnection, params: dict[str, int]) -> None:
-    """graph_nodes rows, when the export has node events; created here, since only such databases have it."""
-    if not con.execute("SELECT count(*) FROM _nnode").fetchall()[0][0]:
-        return
-    con.execute(GRAPH_NODES_DDL)
-    # a run id can be reused after --replace deleted a run (delete_run does not know this table)
-    stale = "DELETE FROM graph_nodes WHERE run_id NOT IN (SELECT run_id FROM runs) OR run_id = $run"
-    con.execute(stale, {"run": params["run"]})
+    """graph_nodes rows from the export's node events (none when it has none)."""
     con.execute(
         """
         INSERT INTO graph_nodes

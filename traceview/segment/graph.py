@@ -5,7 +5,7 @@ annotations.py). Writes temp table `_seg_graph(activity_id, layer, name)`.
 
 NVTX and record_function do not fire when a graph is replayed, but they do while it is captured. Two ways
 back from a replayed kernel to the ranges open at its capture:
-1. Graph node ids (nsys --cuda-graph-trace=node): when the database has a `graph_nodes` table (run_id, rank,
+1. Graph node ids (nsys --cuda-graph-trace=node): the `graph_nodes` table (run_id, rank,
    graph_node_id, original_graph_node_id, pid, tid, created_ns: one row per node creation or clone, from
    nsys CUDA_GRAPH_NODE_EVENTS), a kernel's node - or the captured node it was cloned from - was created at
    `created_ns` on thread (pid, tid): it takes the innermost layer range open there and then.
@@ -30,8 +30,7 @@ def assign(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
     has_events = _has_table(con, "_seg_cpu_events")
     if not has_events:
         return
-    if _has_table(con, "graph_nodes"):
-        _by_nodes(con, run_id)
+    _by_nodes(con, run_id)
     _captures(con, run_id)
     _replays(con)
     con.execute(
