@@ -8,6 +8,7 @@ an interrupted or failed ingest leaves what was there before.
 from __future__ import annotations
 
 import contextlib
+import glob
 import os
 from collections.abc import Iterator
 from importlib import resources
@@ -106,6 +107,7 @@ def write_session(path: str | Path) -> Iterator[duckdb.DuckDBPyConnection]:
             con.close()
         return
     tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
+    _remove_stale_twins(path)
     _remove_db_files(tmp)
     try:
         con = duckdb.connect(str(tmp), config=CONNECT_CONFIG)
@@ -142,6 +144,25 @@ def _move_into_place(tmp: Path, path: Path) -> None:
         os.replace(tmp, path)
     else:
         tmp.unlink()
+
+
+def _remove_stale_twins(path: Path) -> None:
+    """Remove PATH.tmp-PID files (and their .wal) left by an ingest that was killed (kill -9 skips every cleanup),
+    when no process PID runs any more; a twin of a running ingest stays."""
+    for twin in path.parent.glob(glob.escape(path.name) + ".tmp-*"):
+        pid = twin.name.removeprefix(path.name + ".tmp-").removesuffix(".wal")
+        if pid.isdigit() and not _process_exists(int(pid)):
+            twin.unlink(missing_ok=True)
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # exists, owned by someone else
+        return True
+    return True
 
 
 def _remove_db_files(path: Path) -> None:
