@@ -182,6 +182,25 @@ def test_interrupted_ingest_of_a_new_database_leaves_no_database(
         assert not list(tmp_path.glob("new.db*"))
     done = traceview("ingest", SMALL, "-o", db)
     assert done.returncode == 0, done.stderr
+    assert [p.name for p in tmp_path.glob("new.db*")] == ["new.db"]  # the next ingest removed any stale twin
+
+
+def test_two_ingests_creating_the_same_database_at_once_lose_no_run(tmp_path: Path, big_trace: Path) -> None:
+    """The slow one finds the database the quick one created meanwhile: it says so instead of replacing it."""
+    db = tmp_path / "both.db"
+    slow = _start_ingest(big_trace, db)
+    _wait_until_writing(slow, db)
+    quick = traceview("ingest", SMALL, "-o", db)
+    _, stderr = slow.communicate(timeout=120)
+    assert quick.returncode == 0, quick.stderr
+    with duckdb.connect(str(db), read_only=True) as con:
+        labels = [r[0] for r in con.execute("SELECT label FROM runs").fetchall()]
+    if slow.returncode == 0:  # it finished before the quick one: then the quick one added its run
+        assert sorted(labels) == ["base", "big"]
+    else:
+        assert slow.returncode == 2 and "another process created this database" in stderr, stderr
+        assert labels == ["base"]
+    assert [p.name for p in tmp_path.glob("both.db*")] == ["both.db"]
 
 
 # ---------------------------------------------------------------------------------------------------------
