@@ -3,6 +3,7 @@
     python bench/fuzz.py --cases 10000               # Kineto and nsys (when the nsys backend exists)
     python bench/fuzz.py --cases 2000 --backend nsys --jobs 2 --seed 7
     python bench/fuzz.py --salvage-sweep             # every truncation offset of a small trace
+    python bench/fuzz.py --memory                    # peak RSS on ~1 GB of skipped events, one 200 MB event
 
 Each case is made from `--seed` and its number, so `--only N` replays case N. Cases run in `--jobs`
 worker processes, each with a per-case timeout; failures (any exception other than a one-line
@@ -149,6 +150,42 @@ def salvage_sweep(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
+def memory(args: argparse.Namespace) -> int:
+    """Peak RSS of `traceview ingest` on the full-size hostile traces, written by streaming into --workdir."""
+    from hostile_traces import peak_rss_mb, traceview_cmd, write_kineto
+
+    work = args.workdir
+    work.mkdir(parents=True, exist_ok=True)
+    cases = {
+        "baseline (1,000 kernels)": {"launches": 1000},
+        "3,000,000 python_function events": {"launches": 1000, "skipped": 3_000_000},
+        "one 200 MB name": {"launches": 1000, "huge_bytes": 200_000_000, "huge_in": "name"},
+        "one 200 MB args string": {"launches": 1000, "huge_bytes": 200_000_000, "huge_in": "args"},
+    }
+    rows = []
+    for i, (what, shape) in enumerate(cases.items()):
+        trace = write_kineto(work / f"case{i}.pt.trace.json", **shape)  # type: ignore[arg-type]
+        db = work / f"case{i}.db"
+        db.unlink(missing_ok=True)
+        started = time.monotonic()
+        peak, done = peak_rss_mb(traceview_cmd("ingest", trace, "-o", db))
+        rows.append(
+            {
+                "trace": what,
+                "json_mb": round(trace.stat().st_size / 1e6, 1),
+                "exit": done.returncode,
+                "seconds": round(time.monotonic() - started, 1),
+                "peak_rss_mib": round(peak),
+                "error": done.stderr.strip().splitlines()[-1] if done.returncode else "",
+            }
+        )
+        print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+        trace.unlink()
+        db.unlink(missing_ok=True)
+    print(json.dumps(rows, indent=2))
+    return 0 if all(r["exit"] in (0, 2) for r in rows) else 1
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", type=int, default=10000, help="number of cases (default 10000)")
@@ -161,7 +198,11 @@ def main() -> int:
         "--failures", type=Path, default=Path("/tmp/traceview-fuzz-failures"), help="where failing inputs go"
     )
     parser.add_argument("--salvage-sweep", action="store_true", help="truncate a small trace at every offset")
+    parser.add_argument("--memory", action="store_true", help="peak RSS on 3M skipped events and one 200 MB event")
+    parser.add_argument("--workdir", type=Path, default=Path("/tmp/traceview-memory"), help="where --memory writes")
     args = parser.parse_args()
+    if args.memory:
+        return memory(args)
     return salvage_sweep(args) if args.salvage_sweep else run(args)
 
 
