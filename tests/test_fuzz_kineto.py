@@ -25,7 +25,7 @@ from kineto_builder import KinetoTrace
 
 from traceview import api
 
-FUZZ = settings(max_examples=45, deadline=None, suppress_health_check=list(HealthCheck))
+FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 PROPERTY = settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
 KERNELS = 6
 

@@ -24,7 +24,7 @@ from traceview import api
 
 pytest.importorskip("traceview.ingest.nsys")
 
-FUZZ = settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
+FUZZ = settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
 PROPERTY = settings(max_examples=5, deadline=None, suppress_health_check=list(HealthCheck))
 SEEDS = fuzzing.nsys_seed_files()
 SEED = next(p for p in SEEDS if p.name.startswith("compiled")) if any("compiled" in p.name for p in SEEDS) else SEEDS[0]
