@@ -100,96 +100,21 @@ def nsys_seed(path: Path) -> bytes:
 # ---------------------------------------------------------------------------------------------------------
 # Hostile values
 
-HOSTILE_NUMBERS: list[Any] = [
-    -1,
-    0,
-    -0.0,
-    0.5,
-    1e300,
-    -1e300,
-    1e-300,
-    2**31,
-    2**63 - 1,
-    2**63,
-    2**64,
-    2**70,
-    -(2**63),
-    -(2**70),
-    10**40,
-]
-HOSTILE_STRINGS: list[str] = [
-    "",
-    "\x00",
-    "\x01\x02\x1b[31m\x7f",
-    "a\nb\tc\r",
-    "\u202eevil",
-    "名前",
-    "🔥" * 20,
-    "\ud800",
-    '"quoted"',
-    "\\",
-    "]}",
-    "},{",
-    '"traceEvents": [',
-    "nccl:all_reduce",
-    "ncclKernel_AllReduce_RING_LL_Sum_float",
-    "ProfilerStep#",
-    "ProfilerStep#-1",
-    "ProfilerStep#99999999999999999999",
-    "nn.Module: x",
-    "model.layers.99999999999999999999",
-    "'; DROP TABLE runs; --",
-    "%s%n%x",
-    "x" * 5000,
-    "void f<(anonymous namespace)::A<<<<<(((",
-    ">>>)))]]]",
-    "12.5",
-    "-3",
-    "1e999",
-    "NaN",
-]
-HOSTILE_VALUES: list[Any] = [
-    *HOSTILE_NUMBERS,
-    *HOSTILE_STRINGS[:6],
-    "12.5",
-    "abc",
-    None,
-    True,
-    False,
-    [],
-    [1, 2, 3],
-    [None],
-    ["a", "b"],
-    {},
-    {"a": 1},
-    float("nan"),
-    float("inf"),
-]
+HOSTILE_NUMBERS: list[Any] = [-1, 0, -0.0, 0.5, 1e300, -1e300, 1e-300, 2**31, 2**63 - 1, 2**63, 2**64, 2**70]
+HOSTILE_NUMBERS += [-(2**63), -(2**70), 10**40]
+HOSTILE_STRINGS: list[str] = ["", "\x00", "\x01\x02\x1b[31m\x7f", "a\nb\tc\r", "\u202eevil", "名前", "\ud800"]
+HOSTILE_STRINGS += ["🔥" * 20]
+HOSTILE_STRINGS += ['"quoted"', "\\", "]}", "},{", '"traceEvents": [', "'; DROP TABLE runs; --", "%s%n%x", "x" * 5000]
+HOSTILE_STRINGS += ["nccl:all_reduce", "ncclKernel_AllReduce_RING_LL_Sum_float", "nn.Module: x", "12.5", "-3", "1e999"]
+HOSTILE_STRINGS += ["ProfilerStep#", "ProfilerStep#-1", "ProfilerStep#99999999999999999999", "NaN"]
+HOSTILE_STRINGS += ["model.layers.99999999999999999999", "void f<(anonymous namespace)::A<<<<<(((", ">>>)))]]]"]
+HOSTILE_VALUES: list[Any] = [*HOSTILE_NUMBERS, *HOSTILE_STRINGS[:6], "12.5", "abc", None, True, False, [], [1, 2, 3]]
+HOSTILE_VALUES += [[None], ["a", "b"], {}, {"a": 1}, float("nan"), float("inf")]
 EVENT_FIELDS = ("ts", "dur", "name", "cat", "ph", "pid", "tid", "args", "id")
-ARG_FIELDS = (
-    "correlation",
-    "device",
-    "stream",
-    "grid",
-    "block",
-    "bytes",
-    "Collective name",
-    "graph id",
-    "graph node id",
-    "name",
-    "External id",
-)
-TOP_LEVEL_KEYS = (
-    "distributedInfo",
-    "deviceProperties",
-    "baseTimeNanoseconds",
-    "schemaVersion",
-    "cupti_version",
-    "cuda_runtime_version",
-    "host_name",
-    "traceName",
-    "displayTimeUnit",
-)
+ARG_FIELDS = ("correlation", "device", "stream", "grid", "block", "bytes", "Collective name", "graph id")
+ARG_FIELDS += ("graph node id", "name", "External id")
+TOP_LEVEL_KEYS = ("distributedInfo", "deviceProperties", "baseTimeNanoseconds", "schemaVersion", "cupti_version")
+TOP_LEVEL_KEYS += ("cuda_runtime_version", "host_name", "traceName", "displayTimeUnit")
 
 
 def hostile_value(rng: random.Random) -> Any:
