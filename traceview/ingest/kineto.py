@@ -746,7 +746,8 @@ def _record_file_stats(con: duckdb.DuckDBPyConnection, run_id: int, rank: int, s
                   count(*) FILTER (keep AND ph = 'X' AND no_ts) AS no_ts,
                   count(*) FILTER (tbl > 0 AND ph = 'X' AND NOT no_ts AND NOT ({_valid_times(base_ns)}))
                       AS out_of_range,
-                  count(*) FILTER (ph = 'X') AS complete
+                  count(*) FILTER (ph = 'X') AS complete,
+                  count(*) FILTER (tbl > 0 AND coalesce(ph, '') NOT IN ('X', 'M')) AS other_phase
            FROM _ev GROUP BY cat ORDER BY cat"""
     ).fetchall()
     total = sum(r[1] for r in rows)
@@ -763,7 +764,17 @@ def _record_file_stats(con: duckdb.DuckDBPyConnection, run_id: int, rank: int, s
             out_of_range,
             "events whose start or end in ns overflows (dropped)",
         )
-    for cat, n, kept, negative, no_ts, _, _ in rows:
+    for cat, n, kept, negative, no_ts, _, _, other_phase in rows:
+        if other_phase:
+            common.add_stat(
+                con,
+                run_id,
+                rank,
+                f"skipped_phase.{cat}",
+                "data_loss",
+                other_phase,
+                "events of a category traceview reads but not complete events (ph X): B/E ranges, instants (not read)",
+            )
         if n - kept:
             common.add_stat(
                 con,
