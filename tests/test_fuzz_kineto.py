@@ -162,3 +162,19 @@ def test_kernel_names_with_any_characters_arrive_unchanged(tmp_path_factory: pyt
     kernels_of(trace)[0]["name"] = name
     _, kernels = ingest(trace, tmp_path_factory.mktemp("name"))
     assert name in [k[0] for k in kernels]
+
+
+@PROPERTY
+@given(which=st.lists(st.integers(0, 2), min_size=1, max_size=3, unique=True), phase=st.sampled_from(["B", "E", "i"]))
+def test_ranges_that_never_close_are_counted(
+    tmp_path_factory: pytest.TempPathFactory, which: list[int], phase: str
+) -> None:
+    """Kineto writes complete events (ph X); a B without its E (or a stray E, an instant) is counted, not lost."""
+    trace = synthetic()
+    ranges = [e for e in trace.events if e["cat"] == "user_annotation"]
+    for i in which:
+        ranges[i]["ph"] = phase
+        ranges[i].pop("dur")
+    stats, kernels = ingest(trace, tmp_path_factory.mktemp("open"))
+    assert len(kernels) == KERNELS
+    assert stats["skipped_phase.user_annotation"] == len(which)
