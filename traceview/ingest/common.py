@@ -67,7 +67,10 @@ def short_names_table(con: duckdb.DuckDBPyConnection, names_sql: str, table: str
     ]
     frame = pd.DataFrame({"name": names, "short_name": [short_kernel_name(n) for n in names]})
     con.register("_short_names_frame", frame)
-    con.execute(f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT * FROM _short_names_frame")
+    con.execute(  # typed: with no names at all, pandas would type the empty columns DOUBLE
+        f"CREATE OR REPLACE TEMP TABLE {table} AS "
+        "SELECT name::VARCHAR AS name, short_name::VARCHAR AS short_name FROM _short_names_frame"
+    )
     con.unregister("_short_names_frame")
 
 
