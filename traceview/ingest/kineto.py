@@ -694,7 +694,7 @@ def _insert_rank(
             "ingest the files as separate runs",
         )
     device_names = {
-        _int_or_none(d.get("id")): d.get("name") for d in metadata.get("deviceProperties") or [] if isinstance(d, dict)
+        _int_or_none(d.get("id")): d.get("name") for d in _list(metadata.get("deviceProperties")) if isinstance(d, dict)
     }
     busiest = first_row(
         con.execute(
@@ -833,6 +833,11 @@ def _profiler_version(metadata: dict[str, Any]) -> str:
         if key in metadata:
             parts.append(f"{key} {metadata[key]}")
     return " ".join(parts)
+
+
+def _list(value: Any) -> list[Any]:
+    """`value` when it is a list, else [] (metadata of another type is no list of anything)."""
+    return value if isinstance(value, list) else []
 
 
 def _int_or_none(value: Any, bits: int = 32) -> int | None:
