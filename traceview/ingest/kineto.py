@@ -172,19 +172,20 @@ def load_file(
 ) -> FileResult:
     """Load one file (one rank) into run `run_id`: stage, insert, record its rank and counters."""
     staged = stage_events(con, trace_file, options)
-    rank, rank_from = _rank_of(staged.metadata, trace_file, order, files)
+    metadata = _valid_text(staged.metadata)
+    rank, rank_from = _rank_of(metadata, trace_file, order, files)
     _check_not_empty(con, trace_file)
-    base_ns = _int_or_none(staged.metadata.get("baseTimeNanoseconds"), bits=64) or 0
+    base_ns = _int_or_none(metadata.get("baseTimeNanoseconds"), bits=64) or 0
     _insert_rows(con, run_id, rank, base_ns, options.comm_patterns)
-    _insert_rank(con, run_id, rank, rank_from, trace_file, staged.metadata)
+    _insert_rank(con, run_id, rank, rank_from, trace_file, metadata)
     kernels = _record_file_stats(con, run_id, rank, staged, base_ns)
     con.execute("DROP TABLE IF EXISTS _ev")
     return FileResult(
         rank=rank,
         warnings=tuple(_file_warnings(trace_file, staged, kernels)),
         partial=staged.lost_bytes > 0,
-        clock_anchor_ns=base_ns if "baseTimeNanoseconds" in staged.metadata else None,
-        profiler_version=_profiler_version(staged.metadata),
+        clock_anchor_ns=base_ns if "baseTimeNanoseconds" in metadata else None,
+        profiler_version=_profiler_version(metadata),
     )
 
 
@@ -833,6 +834,18 @@ def _profiler_version(metadata: dict[str, Any]) -> str:
         if key in metadata:
             parts.append(f"{key} {metadata[key]}")
     return " ".join(parts)
+
+
+def _valid_text(value: Any) -> Any:
+    """`value` with every string valid UTF-8: a lone surrogate (a `\\ud800` escape, or invalid bytes read with
+    surrogateescape) becomes U+FFFD, so that the metadata can go to DuckDB."""
+    if isinstance(value, str):
+        return value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    if isinstance(value, dict):
+        return {_valid_text(k): _valid_text(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_valid_text(v) for v in value]
+    return value
 
 
 def _list(value: Any) -> list[Any]:
