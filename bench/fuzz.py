@@ -24,6 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
+import fuzz_runner
 import fuzzing
 
 
@@ -48,7 +49,9 @@ def summary_line(detail: str) -> str:
     return (lines[-1] if lines else detail.strip())[:200]
 
 
-def save_failure(directory: Path, backend: str, number: int, seed: int, case: fuzzing.Case, outcome: fuzzing.Outcome):
+def save_failure(
+    directory: Path, backend: str, number: int, seed: int, case: fuzzing.Case, outcome: fuzz_runner.Outcome
+):
     target = directory / f"{backend}-{number:06d}"
     target.mkdir(parents=True, exist_ok=True)
     (target / case.file_name).write_bytes(case.data)
@@ -84,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     started = time.monotonic()
 
     def drive() -> None:
-        with fuzzing.CaseRunner(timeout_s=args.timeout) as runner:
+        with fuzz_runner.CaseRunner(timeout_s=args.timeout) as runner:
             while True:
                 with lock:
                     if not work:
@@ -186,6 +189,20 @@ def memory(args: argparse.Namespace) -> int:
     return 0 if all(r["exit"] in (0, 2) for r in rows) else 1
 
 
+def replay(args: argparse.Namespace) -> int:
+    """Run the saved failing inputs under --replay DIR again (e.g. after a fix); print each one's outcome now."""
+    still = 0
+    with fuzz_runner.CaseRunner(timeout_s=args.timeout) as runner:
+        for saved in sorted(p.parent for p in args.replay.glob("*/case.json")):
+            meta = json.loads((saved / "case.json").read_text())
+            trace = next(p for p in saved.iterdir() if p.name != "case.json")
+            case = fuzzing.Case(trace.read_bytes(), trace.name, meta["salvage"], meta["existing_db"])
+            outcome = runner.run(case)
+            still += outcome.kind in ("failure", "hang")
+            print(f"{saved.name}: {outcome.kind} {summary_line(outcome.detail)}")
+    return 1 if still else 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", type=int, default=10000, help="number of cases (default 10000)")
@@ -200,7 +217,10 @@ def main() -> int:
     parser.add_argument("--salvage-sweep", action="store_true", help="truncate a small trace at every offset")
     parser.add_argument("--memory", action="store_true", help="peak RSS on 3M skipped events and one 200 MB event")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/traceview-memory"), help="where --memory writes")
+    parser.add_argument("--replay", type=Path, help="run the failing inputs saved in this folder again")
     args = parser.parse_args()
+    if args.replay:
+        return replay(args)
     if args.memory:
         return memory(args)
     return salvage_sweep(args) if args.salvage_sweep else run(args)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import fuzz_runner
 import fuzzing
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -31,14 +32,14 @@ KERNELS = 6
 
 
 @pytest.fixture(scope="module")
-def runner() -> Iterator[fuzzing.CaseRunner]:
-    with fuzzing.CaseRunner(timeout_s=60) as case_runner:
+def runner() -> Iterator[fuzz_runner.CaseRunner]:
+    with fuzz_runner.CaseRunner(timeout_s=60) as case_runner:
         yield case_runner
 
 
 @FUZZ
 @given(rng=st.randoms(use_true_random=False))
-def test_mutated_real_traces_ingest_or_fail_cleanly(runner: fuzzing.CaseRunner, rng: random.Random) -> None:
+def test_mutated_real_traces_ingest_or_fail_cleanly(runner: fuzz_runner.CaseRunner, rng: random.Random) -> None:
     case = fuzzing.kineto_case(rng, SEEDS)
     outcome = runner.run(case)
     assert outcome.kind in ("ok", "clean_error"), f"{case.mutations} salvage={case.salvage}: {outcome.detail}"

@@ -20,7 +20,7 @@ from pathlib import Path
 import duckdb
 import pytest
 from conftest import HTA, SAMPLES
-from fuzzing import db_fingerprint
+from fuzz_runner import db_fingerprint
 from hostile_traces import traceview_cmd, write_kineto
 
 SMALL = HTA / "trace_compare" / "base" / "base.json.gz"
