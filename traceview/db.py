@@ -41,7 +41,7 @@ def connect(path: str | Path, read_only: bool = True) -> duckdb.DuckDBPyConnecti
     if not path.is_file():
         raise DatabaseError(path, "no such database", "create it with `traceview ingest TRACE -o " + str(path) + "`")
     con = _open(path, read_only=read_only)
-    check_schema_version(con, path)
+    _checked_or_closed(con, path)
     return con
 
 
@@ -78,6 +78,15 @@ def check_schema_version(con: duckdb.DuckDBPyConnection, path: Path) -> None:
         )
 
 
+def _checked_or_closed(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """check_schema_version, closing the connection when it refuses (else the file stays open, and locked)."""
+    try:
+        check_schema_version(con, path)
+    except BaseException:
+        con.close()
+        raise
+
+
 def create_schema(con: duckdb.DuckDBPyConnection) -> None:
     """Create every table of schema.sql (idempotent) and record the schema version."""
     con.execute(schema_sql())
@@ -95,7 +104,7 @@ def write_session(path: str | Path) -> Iterator[duckdb.DuckDBPyConnection]:
     path = Path(path)
     if path.exists():
         con = _open(path, read_only=False)
-        check_schema_version(con, path)
+        _checked_or_closed(con, path)
         con.execute("BEGIN TRANSACTION")
         try:
             yield con
