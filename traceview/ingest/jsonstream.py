@@ -1,18 +1,21 @@
 """The traceEvents array of a Kineto trace, fed to DuckDB through named pipes: no copy on disk, parsed in parallel.
 
-Reads: one trace file (.json or .json.gz). Writes: nothing but `parts` named pipes (FIFOs) in a temporary
-directory. A producer thread decompresses the file (python-isal when installed, else zlib), and cuts the
-array into segments at event boundaries; writer threads feed each pipe a valid JSON array of whole
-events, so DuckDB's `read_json` parses the pipes in parallel (it parses one file per thread). The last
+Reads: one trace file (.json or .json.gz). Writes: nothing but named pipes (FIFOs) in a temporary directory.
+A producer thread decompresses the file (python-isal; the standard library's gzip for --salvage, which
+yields the data before damage), and cuts the array into segments at event boundaries; writer threads feed
+each pipe a valid JSON array of whole events, so DuckDB's `read_json` parses the pipes in parallel (it
+parses one file per thread). DuckDB keeps what it read from a pipe until that pipe ends, so each pipe
+carries at most QUOTA bytes, and `lanes` pipes (DuckDB's threads) are fed at a time, in order. The last
 `HOLD` bytes are kept back until the end of the file, where the array's closing bracket is found and the
 metadata after it (the trailer) is parsed.
 
 Boundaries are found only in the layout PyTorch's profiler writes (`\\n  },\\n  {\\n` between events, the
 one place where a `}` at that indentation is followed by a `{`); a file in another layout goes through
 one pipe. A boundary found by mistake could only cut an event in two, and an unbalanced part fails to
-parse. Anything unusual (a gzip error, no closing bracket near the end, a parse error) raises
-`StreamFailed` or a DuckDB error, and the caller falls back to the temp-file path, which handles damaged
-files exactly as before.
+parse. When the producer fails (a gzip error, no closing bracket near the end) the pipes still end as
+valid arrays, DuckDB's read succeeds, and `finish()` raises StreamFailed: the caller reads the file again
+the careful way (the temp-file path, which handles damaged files as before). A DuckDB error (a value of
+another type, JSON that does not parse) reaches the caller as it is.
 """
 
 from __future__ import annotations
