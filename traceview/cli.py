@@ -31,7 +31,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     help="Per-transformer-layer analysis of GPU profiler traces (PyTorch profiler and Nsight Systems).",
 )
-stderr = Console(stderr=True, highlight=False)
+stderr = Console(stderr=True, highlight=False, soft_wrap=True)  # one message, one line: no wrapping
 _state = {"debug": False}
 
 DbArg = Annotated[Path, typer.Argument(help="A database written by `traceview ingest`.", show_default=False)]
