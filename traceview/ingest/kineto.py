@@ -720,9 +720,9 @@ def _insert_rank(
             str(trace_file),
             rank_from,
             pid[0] if pid else None,
-            metadata.get("host_name") or metadata.get("hostname"),
+            _str_or_none(metadata.get("host_name") or metadata.get("hostname")),
             device_id,
-            device_names.get(device_id),
+            _str_or_none(device_names.get(device_id)),
             _int_or_none(info.get("world_size")),
         ],
     )
@@ -846,6 +846,11 @@ def _valid_text(value: Any) -> Any:
     if isinstance(value, list):
         return [_valid_text(v) for v in value]
     return value
+
+
+def _str_or_none(value: Any) -> str | None:
+    """`value` when it is a string (a host or device name given as a number, list or object is no name)."""
+    return value if isinstance(value, str) else None
 
 
 def _list(value: Any) -> list[Any]:
