@@ -86,11 +86,13 @@ def _captures(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
         """
         CREATE OR REPLACE TEMP TABLE _seg_capture_nodes AS
         WITH calls AS (
+            -- launch calls only: other API calls made during capture (cudaStreamIsCapturing, calls Kineto
+            -- names INVALID, ...) must not split a capture
             SELECT l.rank, l.pid, l.tid, l.launch_id, l.start_ns,
-                   regexp_matches(l.name, $launch) AND NOT EXISTS (
+                   NOT EXISTS (
                        SELECT 1 FROM gpu_activity g WHERE g.run_id = $run AND g.launch_id = l.launch_id
                    ) AS orphan
-            FROM launches l WHERE l.run_id = $run
+            FROM launches l WHERE l.run_id = $run AND regexp_matches(l.name, $launch)
         ), runs AS (
             SELECT *, sum(CASE WHEN orphan THEN 0 ELSE 1 END) OVER (
                        PARTITION BY rank, pid, tid ORDER BY start_ns, launch_id ROWS UNBOUNDED PRECEDING) AS run_no
