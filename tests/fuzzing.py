@@ -213,7 +213,9 @@ def m_extreme_times(rng: random.Random, doc: Doc) -> None:
 
 def m_end_before_start(rng: random.Random, doc: Doc) -> None:
     for e in _pick(rng, _events(doc), _is_kernel) or _pick(rng, _events(doc)):
-        e["dur"] = -abs(float(e.get("dur", 1) or 1)) * rng.choice([1, 1000])
+        dur = e.get("dur")
+        number = dur if isinstance(dur, (int, float)) and not isinstance(dur, bool) and dur else 1
+        e["dur"] = -abs(number) * rng.choice([1, 1000])
 
 
 def m_times_as_strings(rng: random.Random, doc: Doc) -> None:
