@@ -195,7 +195,10 @@ class EventPipes:
         if any(t.is_alive() for t in self._threads):
             self.cancel()
             for thread in self._threads:
-                thread.join()
+                thread.join(0.2)
+                while thread.is_alive():  # a writer that reached open() after cancel() waits for a reader: again
+                    self.cancel()
+                    thread.join(0.2)
         self._tmp.cleanup()
 
     # -- producer: decompressed bytes -> segments of whole events -> the least busy pipe
