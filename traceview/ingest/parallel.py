@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import multiprocessing
+import os
 import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -56,12 +57,13 @@ def load_files(con: duckdb.DuckDBPyConnection, source: Source, run_id: int, opti
     """Load `source.files` with options.jobs processes; merge them into run `run_id` of `con` in file order."""
     worker_options = dataclasses.replace(options, progress=None, jobs=1)
     jobs = max(1, min(options.jobs, len(source.files)))
+    threads = max(1, (os.cpu_count() or 1) // jobs)  # DuckDB threads per worker: the cores, shared out
     with tempfile.TemporaryDirectory(prefix="traceview-parts-") as tmp:
         parts = [Path(tmp) / f"part-{order}.db" for order in range(len(source.files))]
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
             futures = [
-                pool.submit(load_part, str(path), str(trace_file), order, len(source.files), worker_options)
+                pool.submit(load_part, str(path), str(trace_file), order, len(source.files), worker_options, threads)
                 for order, (trace_file, path) in enumerate(zip(source.files, parts, strict=True))
             ]
             results: list[FileResult] = []
@@ -76,20 +78,23 @@ def load_files(con: duckdb.DuckDBPyConnection, source: Source, run_id: int, opti
     return results
 
 
-def load_part(path: str, trace_file: str, order: int, files: int, options: IngestOptions) -> FileResult:
+def load_part(
+    path: str, trace_file: str, order: int, files: int, options: IngestOptions, threads: int = 1
+) -> FileResult:
     """In a worker: load one file into a new database at `path` as run 1; return its kineto.FileResult."""
     try:
-        return _load_part(path, trace_file, order, files, options)
+        return _load_part(path, trace_file, order, files, options, threads)
     except TraceviewError as error:
         raise WorkerError(type(error).__name__, error.path, error.problem, error.remedy) from None
 
 
-def _load_part(path: str, trace_file: str, order: int, files: int, options: IngestOptions) -> FileResult:
+def _load_part(path: str, trace_file: str, order: int, files: int, options: IngestOptions, threads: int) -> FileResult:
     from . import kineto
 
     while True:
         con = duckdb.connect(path)
         try:
+            con.execute(f"SET threads = {int(threads)}")
             create_schema(con)
             con.execute(
                 """INSERT INTO runs (run_id, label, backend, source_path, source_sha256, source_bytes,
