@@ -185,7 +185,7 @@ def stage_events(con: duckdb.DuckDBPyConnection, trace_file: Path, options: Inge
     if hasattr(os, "mkfifo") and trace_file not in options.careful:
         try:
             return _stage_streamed(con, trace_file, options)
-        except duckdb.Error as error:
+        except (duckdb.Error, UnicodeDecodeError) as error:  # DuckDB's message may quote a cut UTF-8 character
             raise RetryCarefully(trace_file) from error
         except (jsonstream.StreamFailed, *jsonstream.gzip_errors()):
             pass  # read it again the careful way, which also words the error, if any
@@ -229,7 +229,7 @@ def _read_events(con: duckdb.DuckDBPyConnection, array_path: Path, trace_file: P
     """Stage the array in `array_path` as _ev, every value read as raw JSON and cast with TRY_CAST."""
     try:
         _stage(con, [str(array_path)], EVENT_COLUMNS, ARG_COLUMNS, robust=True)
-    except (duckdb.InvalidInputException, duckdb.ConversionException) as error:
+    except (duckdb.InvalidInputException, duckdb.ConversionException, UnicodeDecodeError) as error:
         raise BadInputError(
             trace_file,
             f"malformed trace JSON ({_first_line(error)})",
