@@ -276,7 +276,7 @@ class EventPipes:
     # -- writers: one per pipe
 
     def _write(self, path: Path, q: queue.Queue[bytes | None]) -> None:
-        fd = -1
+        fd, ended = -1, False
         try:
             fd = os.open(path, os.O_WRONLY)  # waits for the reader
             with contextlib.suppress(OSError):
@@ -292,13 +292,14 @@ class EventPipes:
                     _write_all(fd, b",")
                 _write_all(fd, segment)
                 first = False
+            ended = True
             if not self._cancel.is_set():
                 _write_all(fd, b"]\n")
         except OSError as error:
             self._writer_errors.append(error)
             self._cancel.set()
-            while q.get() is not None:  # drain so that the producer never waits on this pipe
-                pass
+            while not ended and q.get() is not None:  # drain so that the producer never waits on this pipe (when
+                pass  # the closing "]" failed, the end marker is already taken: waiting for another would hang)
         finally:
             if fd >= 0:
                 os.close(fd)
