@@ -96,7 +96,9 @@ def layer_names_table(con: duckdb.DuckDBPyConnection, run_id: int, layer_pattern
             GROUP BY name""",
         {"run": run_id},
     ).fetchall()
-    rows = [(n, first, parsed) for n, first in names if (parsed := parse_layer_name(n, pattern)) is not None]
+    parsed_names = ((n, first, parse_layer_name(n, pattern)) for n, first in names)
+    # An index beyond the schema's INTEGER (model.layers.99999999999999999999) names no layer.
+    rows = [(n, first, p) for n, first, p in parsed_names if p is not None and -(2**31) <= p.layer < 2**31]
     if any(not r[2].stack.startswith("nn.Module: ") for r in rows):
         rows = [r for r in rows if not r[2].stack.startswith("nn.Module: ")]  # module paths name layers better
     frame = pd.DataFrame(
