@@ -179,3 +179,14 @@ def test_ranges_that_never_close_are_counted(
     stats, kernels = ingest(trace, tmp_path_factory.mktemp("open"))
     assert len(kernels) == KERNELS
     assert stats["skipped_phase.user_annotation"] == len(which)
+
+
+@pytest.mark.parametrize("number", ["99999999999999999999", "2147483648", "-5", "007"])
+def test_layer_and_step_names_with_absurd_numbers_ingest(tmp_path: Path, number: str) -> None:
+    trace = KinetoTrace()
+    with trace.cpu_range(f"ProfilerStep#{number}"):
+        for layer in (number, "1"):
+            with trace.cpu_range(f"model.layers.{layer}"):
+                trace.launch_kernel("void gemm<float>(float*)")
+    _, kernels = ingest(trace, tmp_path)
+    assert len(kernels) == 2
