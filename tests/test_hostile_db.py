@@ -62,8 +62,8 @@ def db(two_runs: Path, tmp_path: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def big_trace(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A Kineto trace that takes a few seconds to ingest (200,000 launch/kernel pairs, ~110 MB)."""
-    return write_kineto(tmp_path_factory.mktemp("big") / "big.pt.trace.json", launches=200_000)
+    """A Kineto trace that takes seconds to ingest (300,000 launch/kernel pairs, ~165 MB)."""
+    return write_kineto(tmp_path_factory.mktemp("big") / "big.pt.trace.json", launches=300_000)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -138,7 +138,7 @@ def _wait_until_writing(process: subprocess.Popen[str], db: Path, timeout: float
         if not fd_dir.exists():  # not Linux: only the temporary twin (new database) or a delay tells
             open_files = [str(p) for p in db.parent.glob(db.name + ".tmp-*")]
         if any(f == str(db) or f.startswith(f"{db}.tmp-") for f in open_files):
-            time.sleep(0.5)
+            time.sleep(0.2)
             return
         time.sleep(0.02)
     pytest.fail("the ingest never opened the database")
@@ -186,20 +186,24 @@ def test_interrupted_ingest_of_a_new_database_leaves_no_database(
 
 
 def test_two_ingests_creating_the_same_database_at_once_lose_no_run(tmp_path: Path, big_trace: Path) -> None:
-    """The slow one finds the database the quick one created meanwhile: it says so instead of replacing it."""
+    """Whichever finishes second finds the database the other created meanwhile: it says so instead of replacing
+    it (or, when the first had already finished before it started, adds its run). No run reported as
+    ingested is missing."""
     db = tmp_path / "both.db"
     slow = _start_ingest(big_trace, db)
     _wait_until_writing(slow, db)
     quick = traceview("ingest", SMALL, "-o", db)
-    _, stderr = slow.communicate(timeout=120)
-    assert quick.returncode == 0, quick.stderr
+    _, slow_stderr = slow.communicate(timeout=120)
+    outcomes = {"big": (slow.returncode, slow_stderr), "base": (quick.returncode, quick.stderr)}
     with duckdb.connect(str(db), read_only=True) as con:
-        labels = [r[0] for r in con.execute("SELECT label FROM runs").fetchall()]
-    if slow.returncode == 0:  # it finished before the quick one: then the quick one added its run
-        assert sorted(labels) == ["base", "big"]
-    else:
-        assert slow.returncode == 2 and "another process created this database" in stderr, stderr
-        assert labels == ["base"]
+        labels = {r[0] for r in con.execute("SELECT label FROM runs").fetchall()}
+    for label, (code, stderr) in outcomes.items():
+        if code == 0:
+            assert label in labels, f"{label} reported success but is not in the database"
+        else:
+            assert code == 2 and "another process created this database" in stderr, stderr
+            assert label not in labels
+    assert labels
     assert [p.name for p in tmp_path.glob("both.db*")] == ["both.db"]
 
 
