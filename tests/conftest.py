@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
+import fuzz_runner
 import pytest
 
 DATA = Path(__file__).parent / "data"
@@ -15,3 +17,10 @@ SAMPLES = Path(__file__).parent.parent / "sample_traces"
 def db_path(tmp_path: Path) -> Path:
     """Where a test's database goes (not created yet)."""
     return tmp_path / "run.db"
+
+
+@pytest.fixture(scope="module")
+def runner() -> Iterator[fuzz_runner.CaseRunner]:
+    """A worker process that runs fuzz cases one at a time, each under a 60 s timeout."""
+    with fuzz_runner.CaseRunner(timeout_s=60) as case_runner:
+        yield case_runner

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +28,6 @@ from traceview import api
 FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 PROPERTY = settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
 KERNELS = 6
-
-
-@pytest.fixture(scope="module")
-def runner() -> Iterator[fuzz_runner.CaseRunner]:
-    with fuzz_runner.CaseRunner(timeout_s=60) as case_runner:
-        yield case_runner
 
 
 @FUZZ

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import random
 import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +28,6 @@ FUZZ = settings(max_examples=25, deadline=None, suppress_health_check=list(Healt
 PROPERTY = settings(max_examples=5, deadline=None, suppress_health_check=list(HealthCheck))
 SEEDS = fuzzing.nsys_seed_files()
 SEED = next(p for p in SEEDS if p.name.startswith("compiled")) if any("compiled" in p.name for p in SEEDS) else SEEDS[0]
-
-
-@pytest.fixture(scope="module")
-def runner() -> Iterator[fuzz_runner.CaseRunner]:
-    with fuzz_runner.CaseRunner(timeout_s=60) as case_runner:
-        yield case_runner
 
 
 @FUZZ
