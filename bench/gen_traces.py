@@ -687,6 +687,12 @@ def write_nsys(path: Path, size: int, ranks: int = 2, layers: int = 32, seed: in
         if step % 20 == 0:
             con.commit()
     counts["steps"] = step
+    # The template's session counts from 0 and lasts seconds; the events are on the target's clock: make the
+    # session span them, else every range ends after the session's stop and reads as never closed.
+    con.execute(
+        "UPDATE ANALYSIS_DETAILS SET startTime = s.lo - 1000, stopTime = s.hi + 1000, duration = s.hi - s.lo + 2000 "
+        'FROM (SELECT min(start) AS lo, max("end") AS hi FROM NVTX_EVENTS) s'
+    )
     con.commit()
     con.close()
     counts["bytes"] = path.stat().st_size
