@@ -6,11 +6,13 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from segment_fixtures import GRAPH_NODE_BASE, Model, random_names, reference_layer_counts, write_trace
 
 import traceview
 from traceview.segment import Method, SegmentOptions
-from traceview.segment.annotation import parse_layer_name
+from traceview.segment.annotation import DEFAULT_CANDIDATE, parse_layer_name
 from traceview.segment.steps import phase_of
 
 
@@ -188,6 +190,24 @@ def test_layer_names_parse() -> None:
         "graph.7",
     ):
         assert parse_layer_name(name) is None, name
+
+
+LAYER_NAMES = st.tuples(
+    st.sampled_from(["", "model.", "{'Module': '", "nn.Module: Qwen3", "x", "(", "/", "[", ":"]),
+    st.sampled_from(["layers", "layer", "h", "blocks", "block", "transformer_blocks", "DecoderLayer", "Block"]),
+    st.sampled_from([".", "_", " ", "", "-"]),
+    st.sampled_from(["7", "٣", "12", "x"]),
+    st.sampled_from(["", ".mlp", "'", " ", ",", ")", "]", "x"]),
+).map("".join)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(LAYER_NAMES | st.text(max_size=30))
+def test_every_name_the_parser_accepts_passes_the_sql_prefilter(name: str) -> None:
+    """Names failing DEFAULT_CANDIDATE (RE2, in DuckDB) are never parsed: none of them may name a layer."""
+    if parse_layer_name(name) is not None:
+        matched = duckdb.execute("SELECT regexp_matches(?, ?)", [name, DEFAULT_CANDIDATE]).fetchall()
+        assert matched == [(True,)], name
 
 
 def test_custom_layer_pattern(tmp_path: Path, db_path: Path) -> None:
