@@ -33,6 +33,7 @@ app = typer.Typer(
 )
 stderr = Console(stderr=True, highlight=False, soft_wrap=True)  # one message, one line: no wrapping
 _state = {"debug": False}
+INTERRUPTED = 130  # exit code after Ctrl-C (128 + SIGINT), as shells report it
 
 DbArg = Annotated[Path, typer.Argument(help="A database written by `traceview ingest`.", show_default=False)]
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="Output format.")]
@@ -425,13 +426,15 @@ def main() -> None:
             _exit_interrupted()  # DuckDB turns a Ctrl-C during a query into this RuntimeError
         _exit_on_usage_error(error)
         raise
+    if code == INTERRUPTED:  # typer turns a Ctrl-C outside DuckDB into Exit(130), which comes back as 130
+        _exit_interrupted()
     if isinstance(code, int) and code:
         sys.exit(code)
 
 
 def _exit_interrupted() -> None:
     stderr.print("error: interrupted — nothing was written; run the command again", markup=False)
-    sys.exit(130)
+    sys.exit(INTERRUPTED)
 
 
 def _exit_on_usage_error(error: Exception) -> None:
