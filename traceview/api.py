@@ -25,7 +25,7 @@ from .ingest import (
     Source,
     default_label,
     delete_run,
-    existing_run,
+    labelled_run,
     load_run,
     resolve_source,
 )
@@ -87,10 +87,9 @@ def _ingest_once(
 ) -> RunSummary:
     label = options.label or default_label(source, options)
     with db.write_session(database) as con:
-        run_id = existing_run(con, source, label)
-        if run_id is not None and not options.replace:
-            return summarize(con, run_id, already_ingested=True)
-        taken = first_row(con.execute("SELECT run_id FROM runs WHERE label = ?", [label]).fetchall())
+        taken = labelled_run(con, label)
+        if taken and not options.replace and taken[1] == source.sha256:
+            return summarize(con, taken[0], already_ingested=True)
         if taken and not options.replace:
             raise DatabaseError(
                 database,

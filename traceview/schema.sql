@@ -3,6 +3,9 @@
 -- columns of `gpu_activity`; queries/ reads them. All times are BIGINT nanoseconds on the trace's own
 -- absolute clock (Kineto: Unix epoch; nsys: the session clock, anchored by `runs.clock_anchor_ns`).
 -- Every key carries `run_id` (and `rank` where it applies) so one database can hold many runs and ranks.
+-- The four big tables (gpu_activity, launches, cpu_ranges, gpu_ranges) declare no PRIMARY KEY: their ids are
+-- unique by construction (numbered by ingest) and checked by the tests; an index would cost ~20% of insert
+-- time and memory on a GB trace and speed up nothing (queries join them by hash).
 
 CREATE TABLE IF NOT EXISTS traceview_meta (
     key VARCHAR PRIMARY KEY,
@@ -89,13 +92,12 @@ CREATE TABLE IF NOT EXISTS gpu_activity (
     block INTEGER[],
     bytes BIGINT,
     step INTEGER,
-    layer INTEGER,
-    PRIMARY KEY (run_id, activity_id)
+    layer INTEGER
 );
 COMMENT ON TABLE gpu_activity IS 'Work executed on a GPU: kernels, memory copies and memory sets, one row each.';
 COMMENT ON COLUMN gpu_activity.run_id IS 'Run (runs.run_id).';
 COMMENT ON COLUMN gpu_activity.rank IS 'Rank that executed it (ranks.rank).';
-COMMENT ON COLUMN gpu_activity.activity_id IS 'Key within the run, in order of start time.';
+COMMENT ON COLUMN gpu_activity.activity_id IS 'Key within the run (unique with run_id), in order of start time.';
 COMMENT ON COLUMN gpu_activity.kind IS 'kernel, memcpy or memset.';
 COMMENT ON COLUMN gpu_activity.device_id IS 'GPU index on its host.';
 COMMENT ON COLUMN gpu_activity.stream_id IS 'CUDA/HIP stream id.';
@@ -126,13 +128,12 @@ CREATE TABLE IF NOT EXISTS launches (
     end_ns BIGINT NOT NULL,
     name VARCHAR NOT NULL,
     api VARCHAR NOT NULL,
-    correlation_id BIGINT,
-    PRIMARY KEY (run_id, launch_id)
+    correlation_id BIGINT
 );
 COMMENT ON TABLE launches IS 'CPU-side runtime and driver API calls that put work on a GPU or synchronize with it (cudaLaunchKernel, cuLaunchKernelEx, cudaGraphLaunch, cudaMemcpyAsync, hipLaunchKernel, ...).';
 COMMENT ON COLUMN launches.run_id IS 'Run (runs.run_id).';
 COMMENT ON COLUMN launches.rank IS 'Rank of the calling process (ranks.rank).';
-COMMENT ON COLUMN launches.launch_id IS 'Key within the run, in order of start time.';
+COMMENT ON COLUMN launches.launch_id IS 'Key within the run (unique with run_id), in order of start time.';
 COMMENT ON COLUMN launches.pid IS 'Calling process id.';
 COMMENT ON COLUMN launches.tid IS 'Calling thread id.';
 COMMENT ON COLUMN launches.start_ns IS 'Start of the API call, ns.';
@@ -174,13 +175,12 @@ CREATE TABLE IF NOT EXISTS cpu_ranges (
     kind VARCHAR NOT NULL,
     domain VARCHAR,
     depth INTEGER NOT NULL,
-    parent_id BIGINT,
-    PRIMARY KEY (run_id, range_id)
+    parent_id BIGINT
 );
 COMMENT ON TABLE cpu_ranges IS 'CPU-side annotated ranges: record_function/user annotations, ProfilerStep#N, nn.Module scopes, ATen operators and NVTX ranges and marks.';
 COMMENT ON COLUMN cpu_ranges.run_id IS 'Run (runs.run_id).';
 COMMENT ON COLUMN cpu_ranges.rank IS 'Rank of the process (ranks.rank).';
-COMMENT ON COLUMN cpu_ranges.range_id IS 'Key within the run.';
+COMMENT ON COLUMN cpu_ranges.range_id IS 'Key within the run (unique with run_id).';
 COMMENT ON COLUMN cpu_ranges.pid IS 'Process id.';
 COMMENT ON COLUMN cpu_ranges.tid IS 'Thread id.';
 COMMENT ON COLUMN cpu_ranges.start_ns IS 'Start, ns.';
@@ -200,13 +200,12 @@ CREATE TABLE IF NOT EXISTS gpu_ranges (
     stream_id BIGINT,
     start_ns BIGINT NOT NULL,
     end_ns BIGINT NOT NULL,
-    name VARCHAR NOT NULL,
-    PRIMARY KEY (run_id, range_id)
+    name VARCHAR NOT NULL
 );
 COMMENT ON TABLE gpu_ranges IS 'GPU-side annotations (Kineto gpu_user_annotation): the time span of a CPU annotation projected on a stream.';
 COMMENT ON COLUMN gpu_ranges.run_id IS 'Run (runs.run_id).';
 COMMENT ON COLUMN gpu_ranges.rank IS 'Rank (ranks.rank).';
-COMMENT ON COLUMN gpu_ranges.range_id IS 'Key within the run.';
+COMMENT ON COLUMN gpu_ranges.range_id IS 'Key within the run (unique with run_id).';
 COMMENT ON COLUMN gpu_ranges.device_id IS 'GPU index.';
 COMMENT ON COLUMN gpu_ranges.stream_id IS 'Stream the annotation covers.';
 COMMENT ON COLUMN gpu_ranges.start_ns IS 'Start on the GPU, ns.';
@@ -292,3 +291,52 @@ COMMENT ON COLUMN ingest_stats.name IS 'Counter name, e.g. kernels, kernels_with
 COMMENT ON COLUMN ingest_stats.severity IS 'info (a count), data_loss (something in the trace could not be used) or error.';
 COMMENT ON COLUMN ingest_stats.value IS 'The count, or a percentage for names ending in _pct.';
 COMMENT ON COLUMN ingest_stats.description IS 'What the counter means, in words.';
+
+-- Precomputed by segmentation (traceview/segment/busy.py) so that the SQL library's interval queries scan
+-- instead of sorting every kernel interval: written with steps and layers, replaced when they are.
+
+CREATE TABLE IF NOT EXISTS kernel_busy (
+    run_id INTEGER NOT NULL,
+    rank INTEGER NOT NULL,
+    scope VARCHAR NOT NULL,
+    step INTEGER,
+    layer INTEGER,
+    kernels BIGINT NOT NULL,
+    first_start_ns BIGINT NOT NULL,
+    last_end_ns BIGINT NOT NULL,
+    busy_ns BIGINT NOT NULL,
+    comm_ns BIGINT NOT NULL,
+    compute_ns BIGINT NOT NULL,
+    overlap_ns BIGINT NOT NULL
+);
+COMMENT ON TABLE kernel_busy IS 'GPU time of the kernels (kind = kernel) of each rank (every kernel), step and layer instance: what comm_breakdown gives for them. Written by segmentation; read by layer_metrics, step_metrics, step_idle and comm_overlap.';
+COMMENT ON COLUMN kernel_busy.run_id IS 'Run (runs.run_id).';
+COMMENT ON COLUMN kernel_busy.rank IS 'Rank (ranks.rank).';
+COMMENT ON COLUMN kernel_busy.scope IS 'rank (every kernel of the rank, segmented or not), step (the kernels of one step) or layer (the kernels of one layer instance).';
+COMMENT ON COLUMN kernel_busy.step IS 'Step (steps.step) for scopes step and layer, else NULL.';
+COMMENT ON COLUMN kernel_busy.layer IS 'Layer index (layers.layer) for scope layer, else NULL.';
+COMMENT ON COLUMN kernel_busy.kernels IS 'Number of kernels in the scope instance.';
+COMMENT ON COLUMN kernel_busy.first_start_ns IS 'Start of its earliest kernel, ns.';
+COMMENT ON COLUMN kernel_busy.last_end_ns IS 'End of its latest kernel, ns.';
+COMMENT ON COLUMN kernel_busy.busy_ns IS 'Length of the union of its kernel intervals, ns.';
+COMMENT ON COLUMN kernel_busy.comm_ns IS 'Length of the union of its comm kernels, ns.';
+COMMENT ON COLUMN kernel_busy.compute_ns IS 'Length of the union of its compute kernels, ns.';
+COMMENT ON COLUMN kernel_busy.overlap_ns IS 'Length of (comm union ∩ compute union): communication hidden behind computation, ns.';
+
+CREATE TABLE IF NOT EXISTS kernel_gaps (
+    run_id INTEGER NOT NULL,
+    rank INTEGER NOT NULL,
+    scope VARCHAR NOT NULL,
+    step INTEGER NOT NULL,
+    layer INTEGER,
+    start_ns BIGINT NOT NULL,
+    end_ns BIGINT NOT NULL
+);
+COMMENT ON TABLE kernel_gaps IS 'Idle gaps between the merged kernels (kind = kernel) of each step and layer instance: what interval_gaps gives for them. Written by segmentation; read by step_idle and layer_idle_gaps.';
+COMMENT ON COLUMN kernel_gaps.run_id IS 'Run (runs.run_id).';
+COMMENT ON COLUMN kernel_gaps.rank IS 'Rank (ranks.rank).';
+COMMENT ON COLUMN kernel_gaps.scope IS 'step (a gap between the kernels of a step) or layer (between the kernels of a layer instance).';
+COMMENT ON COLUMN kernel_gaps.step IS 'Step (steps.step).';
+COMMENT ON COLUMN kernel_gaps.layer IS 'Layer index (layers.layer) for scope layer, else NULL.';
+COMMENT ON COLUMN kernel_gaps.start_ns IS 'Start of the gap: the latest end of the kernels before it, ns.';
+COMMENT ON COLUMN kernel_gaps.end_ns IS 'End of the gap: the start of the next kernel, ns.';

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -145,8 +147,15 @@ class Source:
     path: Path
     files: tuple[Path, ...]
     backend: str
-    sha256: str
     size: int
+    # SHA-256 of the files, computed in a background thread while they are ingested (hashlib and file reads
+    # release the GIL): a 1 GB trace costs ~0.8 s to hash, which no longer precedes the ingest.
+    digest: Future[str]
+
+    @property
+    def sha256(self) -> str:
+        """The fingerprint that makes ingest idempotent (waits for the background hash)."""
+        return self.digest.result()
 
 
 _KINETO_SUFFIXES = (".json", ".json.gz", ".gz")
@@ -206,11 +215,29 @@ def resolve_source(paths: Sequence[str | Path]) -> Source:
     for f in flat:
         if f.is_file() and f.stat().st_size == 0:
             raise BadInputError(f, "the file is empty", "record the trace again; the profiler wrote nothing")
-    digests = sorted(_sha256(f) for f in flat)
-    sha = digests[0] if len(digests) == 1 else hashlib.sha256("".join(digests).encode()).hexdigest()
     size = sum(_size(f) for f in flat)
     path = resolved[0] if len(resolved) == 1 else Path(os.path.commonpath(resolved))
-    return Source(path=path, files=flat, backend=backend, sha256=sha, size=size)
+    return Source(path=path, files=flat, backend=backend, size=size, digest=_in_background(lambda: _fingerprint(flat)))
+
+
+def _in_background(work: Callable[[], str]) -> Future[str]:
+    """Run `work` in a daemon thread; its result (or exception) arrives in the returned future."""
+    future: Future[str] = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(work())
+        except BaseException as error:  # handed to whoever waits for the result
+            future.set_exception(error)
+
+    threading.Thread(target=run, name="traceview-sha256", daemon=True).start()
+    return future
+
+
+def _fingerprint(files: Sequence[Path]) -> str:
+    """SHA-256 of one file; of a run of several, the SHA-256 of their sorted digests."""
+    digests = sorted(_sha256(f) for f in files)
+    return digests[0] if len(digests) == 1 else hashlib.sha256("".join(digests).encode()).hexdigest()
 
 
 def _trace_files(path: Path, backend: str) -> tuple[Path, ...]:
@@ -251,12 +278,10 @@ def default_label(source: Source, options: IngestOptions | None = None) -> str:
     return name
 
 
-def existing_run(con: duckdb.DuckDBPyConnection, source: Source, label: str) -> int | None:
-    """Run id already holding this source under this label (ingest is idempotent), else None."""
-    row = first_row(
-        con.execute("SELECT run_id FROM runs WHERE source_sha256 = ? AND label = ?", [source.sha256, label]).fetchall()
-    )
-    return row[0] if row else None
+def labelled_run(con: duckdb.DuckDBPyConnection, label: str) -> tuple[int, str] | None:
+    """(run id, source SHA-256) of the run labelled `label`, else None."""
+    row = first_row(con.execute("SELECT run_id, source_sha256 FROM runs WHERE label = ?", [label]).fetchall())
+    return (row[0], row[1]) if row else None
 
 
 def delete_run(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
@@ -270,6 +295,8 @@ def delete_run(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
         "graph_nodes",
         "steps",
         "layers",
+        "kernel_busy",
+        "kernel_gaps",
         "ingest_stats",
         "ranks",
         "runs",
@@ -278,7 +305,10 @@ def delete_run(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
 
 
 def load_run(con: duckdb.DuckDBPyConnection, source: Source, label: str, options: IngestOptions) -> int:
-    """Insert a new run for `source` and fill every table; returns its run id."""
+    """Insert a new run for `source` and fill every table; returns its run id.
+
+    The source's SHA-256 is filled in last, so that hashing overlaps the load.
+    """
     run_id = con.execute("SELECT coalesce(max(run_id), 0) + 1 FROM runs").fetchall()[0][0]
     con.execute(
         """INSERT INTO runs (run_id, label, backend, source_path, source_sha256, source_bytes, traceview_version,
@@ -289,7 +319,7 @@ def load_run(con: duckdb.DuckDBPyConnection, source: Source, label: str, options
             label,
             source.backend,
             str(source.path),
-            source.sha256,
+            "",
             source.size,
             __version__,
             datetime.now(timezone.utc).replace(tzinfo=None),
@@ -297,8 +327,8 @@ def load_run(con: duckdb.DuckDBPyConnection, source: Source, label: str, options
     )
     loaded = _backend_loader(source.backend)(con, source, run_id, options)
     con.execute(
-        "UPDATE runs SET profiler_version = ?, clock_anchor_ns = ?, partial = ? WHERE run_id = ?",
-        [loaded.profiler_version, loaded.clock_anchor_ns, loaded.partial, run_id],
+        "UPDATE runs SET profiler_version = ?, clock_anchor_ns = ?, partial = ?, source_sha256 = ? WHERE run_id = ?",
+        [loaded.profiler_version, loaded.clock_anchor_ns, loaded.partial, source.sha256, run_id],
     )
     for warning in loaded.warnings:
         common.add_stat(con, run_id, None, "warning", "data_loss", 1, warning)
