@@ -169,9 +169,12 @@ def test_interrupted_ingest_leaves_the_existing_database_as_it_was(
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL], ids=["ctrl-c", "kill-9"])
 def test_interrupted_ingest_of_a_new_database_leaves_no_database(
-    sig: signal.Signals, tmp_path: Path, big_trace: Path
+    sig: signal.Signals, tmp_path: Path, big_trace: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     db = tmp_path / "new.db"
+    spill = tmp_path / "tmp"  # the system temp directory of the ingests, where DuckDB may spill
+    spill.mkdir()
+    monkeypatch.setenv("TMPDIR", str(spill))
     process = _start_ingest(big_trace, db)
     _wait_until_writing(process, db)
     process.send_signal(sig)
@@ -180,9 +183,13 @@ def test_interrupted_ingest_of_a_new_database_leaves_no_database(
     assert not db.exists()
     if sig == signal.SIGINT:  # cleaned up; after kill -9 a stale temporary twin may remain, never the .db
         assert not list(tmp_path.glob("new.db*"))
+        assert not list(spill.iterdir())
+    else:
+        assert list(spill.glob(f"traceview-spill-{process.pid}-*"))
     done = traceview("ingest", SMALL, "-o", db)
     assert done.returncode == 0, done.stderr
     assert [p.name for p in tmp_path.glob("new.db*")] == ["new.db"]  # the next ingest removed any stale twin
+    assert not list(spill.iterdir())  # and the killed one's spill directory
 
 
 def test_two_ingests_creating_the_same_database_at_once_lose_no_run(tmp_path: Path, big_trace: Path) -> None:

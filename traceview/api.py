@@ -86,7 +86,7 @@ def _ingest_once(
     source: Source, database: str | Path, options: IngestOptions, segment_options: SegmentOptions | None
 ) -> RunSummary:
     label = options.label or default_label(source, options)
-    with db.write_session(database) as con:
+    with db.write_session(database, source.data_bytes) as con:
         taken = labelled_run(con, label)
         if taken and not options.replace and taken[1] == source.sha256:
             return summarize(con, taken[0], already_ingested=True)

@@ -21,7 +21,7 @@ import duckdb
 from ..db import first_row
 from ..errors import BadInputError
 from ..version import __version__
-from . import common
+from . import common, jsonstream
 
 KINETO = "kineto"
 NSYS = "nsys"
@@ -148,6 +148,8 @@ class Source:
     files: tuple[Path, ...]
     backend: str
     size: int
+    # Bytes of data once decompressed (gzip's own record of it for .gz), what ingest budgets memory for.
+    data_bytes: int
     # SHA-256 of the files, computed in a background thread while they are ingested (hashlib and file reads
     # release the GIL): a 1 GB trace costs ~0.8 s to hash, which no longer precedes the ingest.
     digest: Future[str]
@@ -217,7 +219,14 @@ def resolve_source(paths: Sequence[str | Path]) -> Source:
             raise BadInputError(f, "the file is empty", "record the trace again; the profiler wrote nothing")
     size = sum(_size(f) for f in flat)
     path = resolved[0] if len(resolved) == 1 else Path(os.path.commonpath(resolved))
-    return Source(path=path, files=flat, backend=backend, size=size, digest=_in_background(lambda: _fingerprint(flat)))
+    return Source(
+        path=path,
+        files=flat,
+        backend=backend,
+        size=size,
+        data_bytes=sum(_size(f) if f.is_dir() else jsonstream.expected_size(f) for f in flat),
+        digest=_in_background(lambda: _fingerprint(flat)),
+    )
 
 
 def _in_background(work: Callable[[], str]) -> Future[str]:

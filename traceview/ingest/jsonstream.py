@@ -24,13 +24,14 @@ import contextlib
 import gzip as _stdlib_gzip
 import os
 import queue
-import tempfile
 import threading
 import zlib
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import Any
+
+from ..scratch import scratch_directory
 
 try:  # python-isal: the same gzip format, decompressed 2-3x faster
     from isal import igzip as _gzip
@@ -147,7 +148,7 @@ class EventPipes:
         self._first = first
         self._rest = rest
         self._find_end = find_end
-        self._tmp = tempfile.TemporaryDirectory(prefix="traceview-pipes-")
+        self._tmp = scratch_directory("pipes")
         lanes = max(lanes, 1)
         count = lanes + max(lanes, -(-expected_bytes // QUOTA))
         self.paths = [Path(self._tmp.name) / f"events-{i:05d}.json" for i in range(count)]

@@ -28,6 +28,7 @@ import duckdb
 
 from ..db import first_row
 from ..errors import BadInputError
+from ..scratch import scratch_directory
 from . import IngestOptions, LoadedSource, RetryCarefully, Source, common, jsonstream
 from .kineto_array import MAX_EVENT, array_end_in_tail, extract_event_array, read_header
 
@@ -189,7 +190,7 @@ def stage_events(con: duckdb.DuckDBPyConnection, trace_file: Path, options: Inge
             raise RetryCarefully(trace_file) from error
         except (jsonstream.StreamFailed, *jsonstream.gzip_errors()):
             pass  # read it again the careful way, which also words the error, if any
-    with tempfile.TemporaryDirectory(prefix="traceview-") as tmp:
+    with scratch_directory("copy") as tmp:
         array = extract_event_array(trace_file, Path(tmp), options)
         _read_events(con, array.path, trace_file)
         return Staged(array.metadata, array.json_bytes, array.lost_bytes, streamed=False)
@@ -226,7 +227,12 @@ def _threads(con: duckdb.DuckDBPyConnection) -> int:
 
 
 def _read_events(con: duckdb.DuckDBPyConnection, array_path: Path, trace_file: Path) -> None:
-    """Stage the array in `array_path` as _ev, every value read as raw JSON and cast with TRY_CAST."""
+    """Stage the array in `array_path` as _ev, every value read as raw JSON and cast with TRY_CAST.
+
+    Lifts the ingest's memory cap (db.write_session): read_json reserves twice its maximum_object_size
+    (MAX_EVENT) up front, which the cap would refuse; the pages it does not fill cost nothing.
+    """
+    con.execute("RESET memory_limit")
     try:
         _stage(con, [str(array_path)], EVENT_COLUMNS, ARG_COLUMNS, robust=True)
     except (duckdb.InvalidInputException, duckdb.ConversionException, UnicodeDecodeError) as error:

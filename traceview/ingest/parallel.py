@@ -13,7 +13,6 @@ from __future__ import annotations
 import dataclasses
 import multiprocessing
 import os
-import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -23,6 +22,7 @@ import duckdb
 from .. import errors
 from ..db import create_schema, first_row
 from ..errors import BadInputError, TraceviewError
+from ..scratch import scratch_directory
 from . import IngestOptions, RetryCarefully, Source
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ def load_files(con: duckdb.DuckDBPyConnection, source: Source, run_id: int, opti
     worker_options = dataclasses.replace(options, progress=None, jobs=1)
     jobs = max(1, min(options.jobs, len(source.files)))
     threads = max(1, (os.cpu_count() or 1) // jobs)  # DuckDB threads per worker: the cores, shared out
-    with tempfile.TemporaryDirectory(prefix="traceview-parts-") as tmp:
+    with scratch_directory("parts") as tmp:
         parts = [Path(tmp) / f"part-{order}.db" for order in range(len(source.files))]
         context = multiprocessing.get_context("spawn")
         with ProcessPoolExecutor(max_workers=jobs, mp_context=context) as pool:
