@@ -5,12 +5,14 @@
 Each step: an embedding kernel, `--layers` layers (one dense first, then MoE layers whose routed-expert part
 varies from 1 to 4 experts), and an epilogue; with --annotated, every kernel has its launch call and each
 layer a `model.layers.N` range on the launching thread (annotation method), else the kernels of a step
-share one cudaGraphLaunch (period method). Prints kernels, seconds and kernels per second.
+share one cudaGraphLaunch (period method). Prints kernels, wall and CPU seconds, kernels per second and the
+load average (the machine may be shared).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import tempfile
 import time
@@ -119,11 +121,12 @@ def main() -> None:
         started = time.perf_counter()
         kernels = build(con, args.steps, args.layers, args.annotated)
         built = time.perf_counter() - started
-        started = time.perf_counter()
+        started, started_cpu = time.perf_counter(), time.process_time()
         result = segment_run(con, 1, SegmentOptions())
-        took = time.perf_counter() - started
+        took, cpu = time.perf_counter() - started, time.process_time() - started_cpu
     print(f"built {kernels:,} kernels in {built:.1f} s")
-    print(f"segmented in {took:.1f} s ({kernels / took:,.0f} kernels/s): {result.notes}")
+    print(f"segmented in {took:.1f} s, {cpu:.1f} CPU-s ({kernels / took:,.0f} kernels/s): {result.notes}")
+    print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from pathlib import Path
 import duckdb
 
 from traceview import db, sqllib
+from traceview.segment import busy
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,8 @@ def segment(
     method: str = "annotation",
     confidence: float = 1.0,
 ) -> None:
-    """Write `steps` and `layers` rows from the step/layer the kernels of `run_id` carry (what segmentation does).
+    """Write `steps` and `layers` rows from the step/layer the kernels of `run_id` carry (what segmentation does),
+    and the interval figures segmentation precomputes (kernel_busy, kernel_gaps).
 
     Each step and layer instance spans its first kernel start to its last kernel end (any kind of activity).
     """
@@ -124,6 +126,7 @@ def segment(
         " WHERE run_id = ? AND step IS NOT NULL AND layer IS NOT NULL GROUP BY ALL",
         [method, confidence, run_id],
     )
+    busy.record(con, run_id)
 
 
 def timeline(drawing: str, unit_ns: int = 1) -> list[tuple[int, int]]:

@@ -22,33 +22,100 @@
 -- comp_comm_overlap on the same trace. With steps: only kernels that segmentation put in steps step_from to
 -- step_to, measured over those steps together. Comm kernels are those classified comm at ingest
 -- (queries/kernel_classes.csv: NCCL/RCCL and custom all-reduce kernels), where HTA counts names with 'nccl'.
+-- Segmentation computed comm_breakdown once per rank and per step (kernel_busy, scopes rank and step). The
+-- figures of several steps add up when no two of them have kernels running at the same time; the ranks where
+-- some do are measured again over the kernels of their chosen steps, as are those of a run never segmented.
 CREATE OR REPLACE MACRO comm_overlap(run := NULL, step_from := NULL, step_to := NULL) AS TABLE
 WITH
     -- Whether the caller chose steps.
     _choice AS (SELECT step_from IS NOT NULL OR step_to IS NOT NULL AS by_steps),
-    -- The kernels counted: every kernel of the chosen runs, or those of the chosen steps.
+    -- The figures measured: of each rank's whole trace, or of each chosen step.
+    _parts AS (
+        SELECT b.*
+        FROM kernel_busy AS b, _choice AS c
+        WHERE b.run_id IN (SELECT run_id FROM run_select(run := run))
+          AND CASE
+              WHEN c.by_steps THEN b.scope = 'step' AND b.step >= coalesce(step_from, b.step)
+                  AND b.step <= coalesce(step_to, b.step)
+              ELSE b.scope = 'rank'
+          END
+    ),
+    -- Ranks with a part that starts before an earlier-starting part of the rank has ended.
+    _overlapping AS (
+        SELECT DISTINCT run_id, rank
+        FROM (
+            SELECT
+                run_id,
+                rank,
+                first_start_ns,
+                max(last_end_ns) OVER (
+                    PARTITION BY run_id, rank ORDER BY first_start_ns, last_end_ns
+                    ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+                ) AS reach_ns
+            FROM _parts
+        )
+        WHERE first_start_ns < reach_ns
+    ),
+    -- Ranks measured again over their kernels: those, and (whole trace) ranks of a run never segmented.
+    _recount AS (
+        FROM _overlapping
+        UNION
+        SELECT k.run_id, k.rank
+        FROM ranks AS k, _choice AS c
+        WHERE NOT c.by_steps
+          AND k.run_id IN (SELECT run_id FROM run_select(run := run))
+          AND (k.run_id, k.rank) NOT IN (SELECT (run_id, rank) FROM _parts)
+    ),
+    -- The other ranks: their parts cover disjoint stretches of time, so their figures add up.
+    _summed AS (
+        SELECT
+            run_id,
+            rank,
+            sum(kernels)::BIGINT AS kernels,
+            min(first_start_ns) AS first_start_ns,
+            max(last_end_ns) AS last_end_ns,
+            sum(comm_ns)::BIGINT AS comm_ns,
+            sum(compute_ns)::BIGINT AS compute_ns,
+            sum(overlap_ns)::BIGINT AS overlap_ns,
+            min(step) AS first_step,
+            max(step) AS last_step
+        FROM _parts
+        WHERE (run_id, rank) NOT IN (SELECT (run_id, rank) FROM _recount)
+        GROUP BY run_id, rank
+    ),
+    -- Their kernels: every kernel, or those of the chosen steps.
     _kernels AS (
         SELECT g.run_id, g.rank, g.step, g.start_ns, g.end_ns, g.category
         FROM gpu_activity AS g, _choice AS c
         WHERE g.kind = 'kernel'
-          AND g.run_id IN (SELECT run_id FROM run_select(run := run))
+          AND (g.run_id, g.rank) IN (SELECT (run_id, rank) FROM _recount)
           AND (NOT c.by_steps OR (g.step >= coalesce(step_from, g.step) AND g.step <= coalesce(step_to, g.step)))
     ),
-    -- The steps they span, for the label of the window.
-    _steps AS (
-        SELECT run_id, rank, min(step) AS first_step, max(step) AS last_step FROM _kernels GROUP BY ALL
-    ),
-    -- Comm, compute and overlapped time per rank.
     _measured AS (SELECT run_id, rank, start_ns, end_ns, category FROM _kernels),
-    _times AS (FROM comm_breakdown(_measured))
+    _swept AS (
+        SELECT b.*, s.first_step, s.last_step
+        FROM comm_breakdown(_measured) AS b
+        JOIN (SELECT run_id, rank, min(step) AS first_step, max(step) AS last_step FROM _kernels GROUP BY ALL) AS s
+            USING (run_id, rank)
+    ),
+    -- Comm, compute and overlapped time per rank, and the steps they span.
+    _times AS (
+        SELECT run_id, rank, kernels, first_start_ns, last_end_ns, comm_ns, compute_ns, overlap_ns, first_step,
+               last_step
+        FROM _summed
+        UNION ALL
+        SELECT run_id, rank, kernels, first_start_ns, last_end_ns, comm_ns, compute_ns, overlap_ns, first_step,
+               last_step
+        FROM _swept
+    )
 SELECT
     t.run_id,
     r.label,
     t.rank,
     CASE
         WHEN NOT c.by_steps THEN 'whole trace'
-        WHEN s.first_step = s.last_step THEN 'step ' || s.first_step
-        ELSE 'steps ' || s.first_step || '-' || s.last_step
+        WHEN t.first_step = t.last_step THEN 'step ' || t.first_step
+        ELSE 'steps ' || t.first_step || '-' || t.last_step
     END AS time_window,
     t.first_start_ns AS window_start_ns,
     t.last_end_ns AS window_end_ns,
@@ -61,6 +128,5 @@ SELECT
     100.0 * t.overlap_ns / nullif(t.comm_ns, 0) AS overlap_pct
 FROM _times AS t
 JOIN runs AS r USING (run_id)
-JOIN _steps AS s USING (run_id, rank)
 CROSS JOIN _choice AS c
 ORDER BY t.run_id, t.rank;

@@ -11,19 +11,12 @@
 -- @column gap_us us: end_ns - start_ns
 -- @example FROM layer_idle_gaps(min_us := 5) ORDER BY gap_us DESC LIMIT 10
 
--- Gaps between the merged kernel intervals of each layer instance (interval_gaps), of at least min_us.
+-- Gaps between the merged kernel intervals of each layer instance (interval_gaps over its kernels, kind =
+-- 'kernel'), computed once by segmentation into kernel_gaps (scope 'layer'); those of at least min_us.
 CREATE OR REPLACE MACRO layer_idle_gaps(run := NULL, min_us := 0) AS TABLE
-WITH
-    -- Kernels of each layer instance of the chosen runs.
-    _kernels AS (
-        SELECT run_id, rank, step, layer, start_ns, end_ns
-        FROM gpu_activity
-        WHERE kind = 'kernel' AND step IS NOT NULL AND layer IS NOT NULL
-          AND run_id IN (SELECT run_id FROM run_select(run := run))
-    ),
-    -- Gaps between the merged kernel intervals of each instance.
-    _gaps AS (FROM interval_gaps(_kernels))
 SELECT run_id, rank, step, layer, start_ns, end_ns, (end_ns - start_ns) / 1e3 AS gap_us
-FROM _gaps
-WHERE (end_ns - start_ns) / 1e3 >= min_us
+FROM kernel_gaps
+WHERE scope = 'layer'
+  AND run_id IN (SELECT run_id FROM run_select(run := run))
+  AND (end_ns - start_ns) / 1e3 >= min_us
 ORDER BY run_id, rank, step, layer, start_ns;

@@ -18,15 +18,11 @@
 -- @column confidence -: from 0 to 1, segmentation's confidence in the layer (layers.confidence)
 -- @example FROM layer_metrics WHERE step = 3 ORDER BY layer
 
--- Kernels that segmentation assigned to a layer; memcpy and memset rows are not kernels.
-CREATE OR REPLACE VIEW _layer_kernels AS
-SELECT run_id, rank, step, layer, start_ns, end_ns, category
-FROM gpu_activity
-WHERE kind = 'kernel' AND step IS NOT NULL AND layer IS NOT NULL;
-
--- Every row of `layers`, with the times of its kernels (zero when it has none).
+-- Every row of `layers`, with the times of its kernels (zero when it has none). The times are those of
+-- comm_breakdown over the layer instance's kernels (kind = 'kernel'; memcpy and memset rows are not kernels),
+-- computed once by segmentation into kernel_busy (scope 'layer') rather than at every query.
 CREATE OR REPLACE VIEW layer_metrics AS
-WITH _times AS (FROM comm_breakdown(_layer_kernels))
+WITH _times AS (SELECT * FROM kernel_busy WHERE scope = 'layer')
 SELECT
     l.run_id,
     l.rank,

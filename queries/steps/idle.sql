@@ -17,21 +17,15 @@
 -- @example FROM step_idle(min_us := 10) WHERE NOT warmup
 
 -- Idle time of each step is the sum of the gaps between its merged kernels (interval_gaps): the union of the
--- kernels fills the span but for those gaps, so busy = span - idle.
+-- kernels fills the span but for those gaps, so busy = span - idle. Segmentation computes both once: the
+-- step's kernels in kernel_busy and its gaps in kernel_gaps (scope 'step').
 CREATE OR REPLACE MACRO step_idle(run := NULL, min_us := 0) AS TABLE
 WITH
-    -- Kernels of each step of the chosen runs.
-    _kernels AS (
-        SELECT run_id, rank, step, start_ns, end_ns
-        FROM gpu_activity
-        WHERE kind = 'kernel' AND step IS NOT NULL
-          AND run_id IN (SELECT run_id FROM run_select(run := run))
-    ),
-    -- Count and extent of each step's kernels.
+    -- Count and extent of the kernels of each step of the chosen runs.
     _extent AS (
-        SELECT run_id, rank, step, count(*) AS kernels, max(end_ns) - min(start_ns) AS span_ns
-        FROM _kernels
-        GROUP BY ALL
+        SELECT run_id, rank, step, kernels, last_end_ns - first_start_ns AS span_ns
+        FROM kernel_busy
+        WHERE scope = 'step' AND run_id IN (SELECT run_id FROM run_select(run := run))
     ),
     -- Gaps between the merged kernel intervals, summarized per step.
     _gaps AS (
@@ -43,7 +37,8 @@ WITH
             count(*) FILTER ((end_ns - start_ns) / 1e3 >= min_us) AS gaps,
             coalesce(sum(end_ns - start_ns) FILTER ((end_ns - start_ns) / 1e3 >= min_us), 0) AS gaps_ns,
             max(end_ns - start_ns) AS longest_ns
-        FROM interval_gaps(_kernels)
+        FROM kernel_gaps
+        WHERE scope = 'step' AND run_id IN (SELECT run_id FROM run_select(run := run))
         GROUP BY ALL
     )
 SELECT

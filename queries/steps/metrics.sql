@@ -19,16 +19,12 @@
 -- @column method -: how segmentation found the step (steps.method)
 -- @example FROM step_metrics WHERE NOT warmup
 
--- Kernels that segmentation assigned to a step.
-CREATE OR REPLACE VIEW _step_kernels AS
-SELECT run_id, rank, step, start_ns, end_ns, category
-FROM gpu_activity
-WHERE kind = 'kernel' AND step IS NOT NULL;
-
--- Every row of `steps`, with the times of its kernels (zero when it has none) and its number of layers.
+-- Every row of `steps`, with the times of its kernels (zero when it has none) and its number of layers. The
+-- times are those of comm_breakdown over the step's kernels, computed once by segmentation into kernel_busy
+-- (scope 'step').
 CREATE OR REPLACE VIEW step_metrics AS
 WITH
-    _times AS (FROM comm_breakdown(_step_kernels)),
+    _times AS (SELECT * FROM kernel_busy WHERE scope = 'step'),
     _layer_counts AS (SELECT run_id, rank, step, count(*) AS layers FROM layers GROUP BY ALL)
 SELECT
     s.run_id,

@@ -1,8 +1,9 @@
 """Segmentation: every GPU activity of a run gets a step and, inside layers, a transformer layer index.
 
 Reads: gpu_activity, launches, cpu_ranges, gpu_ranges of one run. Writes: `steps`, `layers`,
-`gpu_activity.step` / `gpu_activity.layer` (NULL outside steps and layers), and `ingest_stats` rows named
-`segment.*` that say how steps and layers were found (the CLI shows them). Re-running replaces all of it.
+`gpu_activity.step` / `gpu_activity.layer` (NULL outside steps and layers), `kernel_busy` and `kernel_gaps`
+(segment/busy.py: the interval figures the SQL library reads), and `ingest_stats` rows named `segment.*` that
+say how steps and layers were found (the CLI shows them). Re-running replaces all of it.
 
 Steps first (segment/steps.py), then the layers of each step by one method, recorded on every layer row:
 - `annotation` (segment/annotation.py): CPU ranges named like a layer contain the launch call; GPU ranges
@@ -25,7 +26,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from . import annotation, graph, period, steps
+from . import annotation, busy, graph, period, steps
 
 INDUCTOR_INDEX = r"^(triton_[a-z]+_fused_.*)_\d+$"
 COVERAGE_TO_TRUST = 0.5  # share of a step's kernels a method must place for auto to choose it
@@ -72,6 +73,7 @@ def segment_run(con: duckdb.DuckDBPyConnection, run_id: int, options: SegmentOpt
     _stage_steps(con)
     failed = _layers(con, run_id, options)
     _write(con, run_id)
+    busy.record(con, run_id)
     result = _result(con, run_id, found_steps, failed)
     _record(con, run_id, result)
     return result
