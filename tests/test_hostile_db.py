@@ -226,7 +226,9 @@ def _set_schema_version(db: Path, version: str | None) -> None:
             con.execute("UPDATE traceview_meta SET value = ? WHERE key = 'schema_version'", [version])
 
 
-@pytest.mark.parametrize(("version", "words"), [("0", ["schema version 0"]), ("99", ["schema version 99"])])
+@pytest.mark.parametrize(
+    ("version", "words"), [("0", ["schema version 0"]), ("1", ["schema version 1"]), ("99", ["schema version 99"])]
+)
 def test_a_database_of_another_schema_version_is_refused(db: Path, version: str, words: list[str]) -> None:
     _set_schema_version(db, version)
     before = sha256(db)

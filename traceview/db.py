@@ -29,6 +29,14 @@ MIN_MEMORY_BUDGET = 1 << 30  # below this, a small trace's ingest would spill fo
 RAM_SHARE = 0.8  # DuckDB's own default limit: 80% of physical memory
 
 
+def duckdb_connect(path: str = ":memory:", read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    """duckdb.connect with traceview's settings: no extension downloads (CONNECT_CONFIG), no progress bar
+    (DuckDB draws it on stdout during long statements, in the middle of a command's data)."""
+    con = duckdb.connect(path, read_only=read_only, config=CONNECT_CONFIG)
+    con.execute("SET enable_progress_bar = false")
+    return con
+
+
 def first_row(rows: list[tuple[Any, ...]]) -> tuple[Any, ...] | None:
     """The first of `rows` (from fetchall), or None: DuckDB wants every result read to its end."""
     return rows[0] if rows else None
@@ -51,7 +59,7 @@ def connect(path: str | Path, read_only: bool = True) -> duckdb.DuckDBPyConnecti
 
 def _open(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
     try:
-        return duckdb.connect(str(path), read_only=read_only, config=CONNECT_CONFIG)
+        return duckdb_connect(str(path), read_only=read_only)
     except duckdb.IOException as error:
         if "lock" in str(error).lower():
             raise DatabaseError(
@@ -151,7 +159,7 @@ def _write_session(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
     _remove_stale_twins(path)
     _remove_db_files(tmp)
     try:
-        con = duckdb.connect(str(tmp), config=CONNECT_CONFIG)
+        con = duckdb_connect(str(tmp))
     except duckdb.Error as error:  # no such directory, not writable, ...
         reason = str(error).splitlines()[0].replace(str(tmp), str(path))
         raise DatabaseError(

@@ -27,6 +27,7 @@ class Format(str, Enum):
 
 
 Row = dict[str, Any]
+RICH_MAX_ROWS = 500  # longer tables are laid out by _aligned_table
 
 
 def render(rows: Sequence[Row], fmt: Format, title: str | None = None, columns: Sequence[str] | None = None) -> str:
@@ -46,7 +47,26 @@ def render(rows: Sequence[Row], fmt: Format, title: str | None = None, columns: 
         lines.append("|" + "|".join(" ---: " if _numeric(rows, k) else " --- " for k in names) + "|")
         lines += ["| " + " | ".join(_cell(r.get(k)) for k in names) + " |" for r in rows]
         return "\n".join(lines)
+    if len(rows) > RICH_MAX_ROWS:
+        return _aligned_table(rows, names, title)
     return _rich_table(rows, names, title)
+
+
+def _aligned_table(rows: Sequence[Row], names: list[str], title: str | None) -> str:
+    """The layout _rich_table gives (without folding wide cells), laid out directly: rich measures every cell,
+    ~0.6 ms a row, 4.5 s for the 7,816 steps of a large run."""
+    cells = [[_cell(r.get(k)) for k in names] for r in rows]
+    widths = [max([len(name)] + [len(row[i]) for row in cells]) for i, name in enumerate(names)]
+    right = [_numeric(rows, name) for name in names]
+
+    def line(values: list[str], separator: str) -> str:
+        justified = [v.rjust(w) if r else v.ljust(w) for v, w, r in zip(values, widths, right, strict=True)]
+        return (" " + separator.join(justified)).rstrip()
+
+    lines = [title] if title else []
+    lines += [line(names, " ┃ "), "╇".join("━" * (w + 2) for w in widths)]
+    lines += [line(row, " │ ") for row in cells]
+    return "\n".join(lines)
 
 
 def _rich_table(rows: Sequence[Row], names: list[str], title: str | None) -> str:

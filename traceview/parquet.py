@@ -48,7 +48,7 @@ def connect(directory: str | Path) -> duckdb.DuckDBPyConnection:
     root = Path(directory)
     if not (root / "runs").is_dir():
         raise BadInputError(root, "not a traceview Parquet dataset (no runs/)", "write one with ingest --parquet DIR")
-    con = duckdb.connect()
+    con = db.duckdb_connect()
     con.execute(db.schema_sql())  # the tables' columns and types, then replaced by views of the same shape
     for table in RANKED + BY_RUN:
         columns = con.execute(f"SELECT name, type FROM pragma_table_info('{table}') ORDER BY cid").fetchall()

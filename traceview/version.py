@@ -8,4 +8,4 @@ except PackageNotFoundError:  # running from a source tree that was not installe
     __version__ = "0.0.0+source"
 
 # Bump when schema.sql changes in a way older databases do not have.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: kernel_busy and kernel_gaps (segment/busy.py); no primary keys on the big tables

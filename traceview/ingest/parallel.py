@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import duckdb
 
 from .. import errors
-from ..db import create_schema, first_row
+from ..db import create_schema, duckdb_connect, first_row
 from ..errors import BadInputError, TraceviewError
 from ..scratch import scratch_directory
 from . import IngestOptions, RetryCarefully, Source
@@ -92,7 +92,7 @@ def _load_part(path: str, trace_file: str, order: int, files: int, options: Inge
     from . import kineto
 
     while True:
-        con = duckdb.connect(path)
+        con = duckdb_connect(path)
         try:
             con.execute(f"SET threads = {int(threads)}")
             create_schema(con)
