@@ -48,6 +48,7 @@ from .nsys_export import (
     open_export,
     rows,
     stage,
+    string_id,
     string_value,
 )
 from .nsys_graph import insert_graph_nodes, record_graph_stats, stage_graph_nodes
@@ -59,6 +60,8 @@ NVTX_RANGE_TYPES = {59: "NvtxPushPopRange", 60: "NvtxStartEndRange", 70: "NvtxtP
 NVTX_MARK_TYPES = {34: "NvtxMark", 65: "NvtxtMark"}
 NVTX_DOMAIN_CREATE = 75
 NVTX_OTHER_TYPES = {33: "NvtxCategory", 39: "NvtxThread", 75: "NvtxDomainCreate", 76: "NvtxDomainDestroy"}
+NVTX_RANGES = ", ".join(map(str, NVTX_RANGE_TYPES))  # as SQL lists
+NVTX_KEPT = ", ".join(map(str, (*NVTX_RANGE_TYPES, *NVTX_MARK_TYPES, NVTX_DOMAIN_CREATE)))
 TIME_LIMIT = 1 << 62  # ns, about 146 years: beyond it a value is not a timestamp
 STAGED_FROM = {"_ngpu": "gpu_work", "_nlaunch": "api_calls", "_nnvtx": "nvtx", "_nnode": "graph_nodes"}
 DRIVER_EVENT_CLASS = 1  # ENUM_NSYS_EVENT_CLASS TRACE_PROCESS_EVENT_CUDA_DRIVER
@@ -78,6 +81,7 @@ def load(con: duckdb.DuckDBPyConnection, source: Source, run_id: int, options: I
     versions: list[str] = []
     warnings: list[str] = []
     first_anchor: int | None = None
+    scope = "pid" if len(source.files) == 1 else "rank"
     with tempfile.TemporaryDirectory(prefix="traceview-nsys-") as tmp:
         for order, path in enumerate(source.files):
             with open_export(con, path, Path(tmp), options) as export:
@@ -89,15 +93,30 @@ def load(con: duckdb.DuckDBPyConnection, source: Source, run_id: int, options: I
                     shift = _timestamp(session.anchor_ns - first_anchor) or 0
                 elif order > 0:
                     warnings.append(f"{path.name}: no session start time; its clock is not aligned with the others")
-                _load_export(con, export, session, run_id, shift, options)
+                _load_export(con, export, session, Placement(run_id, shift, scope), options)
                 versions.append(session.version_text)
                 warnings += session.warnings
-    common.link_launches(con, run_id, same_process="pid" if len(source.files) == 1 else "rank")
+    common.count_shared_correlations(con, run_id, scope)
     return LoadedSource(
         profiler_version="; ".join(dict.fromkeys(versions)),
         clock_anchor_ns=first_anchor,
         warnings=tuple(warnings),
+        linked=True,
+        classified=True,
+        # Nesting is computed while inserting; a window (--time-window, --steps) deletes ranges after that, and
+        # common.finish_run then nests what is left, as before.
+        ranges_nested=options.time_window is None and not options.steps,
     )
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where one export's rows go: the run, the shift onto the first export's clock, and the scope of correlation
+    ids (`pid` for one export; `rank` for several, whose processes may share ids; ranks never span exports)."""
+
+    run_id: int
+    shift: int
+    scope: str
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -176,20 +195,22 @@ def _timestamp(value: Any) -> int | None:
 # Staging: SQLite queries streamed into DuckDB temp tables
 
 
-LAUNCH_COLUMNS = {"global_tid": "i", "start_ns": "i", "end_ns": "i", "name": "t", "event_class": "i"}
+# Staged columns: i BIGINT, n INTEGER (the schema's device and grid sizes: a larger value is no size, and becomes NULL),
+# t text. Names stay StringIds ids (name_id) until _stage_strings reads each one once.
+LAUNCH_COLUMNS = {"global_tid": "i", "start_ns": "i", "end_ns": "i", "name_id": "i", "event_class": "i"}
 LAUNCH_COLUMNS |= {"correlation_id": "i"}
-GPU_COLUMNS = dict.fromkeys(["global_pid", "device_id", "stream_id", "start_ns", "end_ns", "correlation_id"], "i")
-GPU_COLUMNS |= {"kind": "t", "name": "t", "graph_id": "i", "graph_node_id": "i"}
-GPU_COLUMNS |= dict.fromkeys(["grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"], "i")
+GPU_COLUMNS = {"global_pid": "i", "device_id": "n", "stream_id": "i", "start_ns": "i", "end_ns": "i"}
+GPU_COLUMNS |= {"correlation_id": "i", "kind": "t", "name_id": "i", "graph_id": "i", "graph_node_id": "i"}
+GPU_COLUMNS |= dict.fromkeys(["grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z"], "n")
 GPU_COLUMNS |= dict.fromkeys(["bytes", "copy_kind", "src_kind", "dst_kind"], "i")
 
 
 def _stage_gpu(con: duckdb.DuckDBPyConnection, export: Export) -> None:
-    """_ngpu: kernels, memory copies and memory sets, with kernel names resolved."""
+    """_ngpu: kernels (named by their demangled name, else their short name), memory copies and memory sets."""
     parts = []
     common_cols = 'x.globalPid, x.deviceId, x.streamId, x.start, x."end", x.correlationId'
     if export.has(KERNEL):
-        name = string_value(export, "x.demangledName", string_value(export, "x.shortName", "NULL"))
+        name = f"coalesce({string_id(export, 'x.demangledName')}, {string_id(export, 'x.shortName')})"
         dims = ", ".join(f"x.{d}" for d in ("gridX", "gridY", "gridZ", "blockX", "blockY", "blockZ"))
         parts.append(
             f"{common_cols}, 'kernel', {name}, {export.col(KERNEL, 'x', 'graphId')}, "
@@ -208,32 +229,43 @@ def _stage_gpu(con: duckdb.DuckDBPyConnection, export: Export) -> None:
             f"FROM {MEMSET} x"
         )
     stage(con, export, "_ngpu", parts, GPU_COLUMNS)
-    # The schema keeps these as INTEGER: a value beyond 32 bits is no device or grid size, and becomes NULL.
-    narrow = ("device_id", "grid_x", "grid_y", "grid_z", "block_x", "block_y", "block_z")
-    con.execute("UPDATE _ngpu SET " + ", ".join(f"{c} = TRY_CAST({c} AS INTEGER)" for c in narrow))
 
 
 def _stage_launches(con: duckdb.DuckDBPyConnection, export: Export) -> None:
     """_nlaunch: CUDA runtime and driver API calls (one table since 2022.4; a DRIVER table when present)."""
     parts = [
-        f'x.globalTid, x.start, x."end", {string_value(export, "x.nameId", "NULL")}, x.eventClass, x.correlationId '
-        f"FROM {table} x"
+        f'x.globalTid, x.start, x."end", {string_id(export, "x.nameId")}, x.eventClass, x.correlationId FROM {table} x'
         for table in (RUNTIME, DRIVER)
         if export.has(table, "nameId")
     ]
     stage(con, export, "_nlaunch", parts, LAUNCH_COLUMNS)
 
 
+def _stage_strings(con: duckdb.DuckDBPyConnection, export: Export) -> None:
+    """_nstr(id, value): the names of kernels and API calls, each read once (ids from the staged rows)."""
+    ids = con.execute(
+        """SELECT name_id FROM _ngpu WHERE name_id IS NOT NULL
+           UNION SELECT name_id FROM _nlaunch WHERE name_id IS NOT NULL ORDER BY 1"""
+    ).fetchall()
+    values = ", ".join(f"({int(i)})" for (i,) in ids)  # BIGINTs read back from DuckDB, not text from the file
+    value = "(SELECT value FROM StringIds WHERE id = j.id AND value IS NOT NULL)"
+    parts = [f"j.id, {value} FROM (WITH ids(id) AS (VALUES {values}) SELECT id FROM ids) j"] if ids else []
+    stage(con, export, "_nstr", parts, {"id": "i", "value": "t"})
+
+
 def _stage_nvtx(con: duckdb.DuckDBPyConnection, export: Export) -> None:
-    """_nnvtx: NVTX ranges, marks and domain names; text is the message or its registered string."""
+    """_nnvtx: NVTX events; text is the message or its registered string (for ranges, marks and domain names only).
+
+    Every event is read, so that _keep_nvtx_events counts the types without a second pass over the table.
+    """
     columns = {"global_tid": "i", "start_ns": "i", "end_ns": "i", "event_type": "i", "text": "t", "domain_id": "i"}
     parts = []
     if export.has(NVTX):
-        kept = ", ".join(str(t) for t in (*NVTX_RANGE_TYPES, *NVTX_MARK_TYPES, NVTX_DOMAIN_CREATE))
         text = string_value(export, export.col(NVTX, "x", "textId"), "NULL")
         parts.append(
-            f'x.globalTid, x.start, x."end", x.eventType, coalesce(x.text, {text}), '
-            f"{export.col(NVTX, 'x', 'domainId')} FROM {NVTX} x WHERE x.eventType IN ({kept})"
+            f'x.globalTid, x.start, x."end", x.eventType, '
+            f"CASE WHEN x.eventType IN ({NVTX_KEPT}) THEN coalesce(x.text, {text}) END, "
+            f"{export.col(NVTX, 'x', 'domainId')} FROM {NVTX} x"
         )
     stage(con, export, "_nnvtx", parts, columns)
 
@@ -268,34 +300,44 @@ def _device_names(export: Export) -> dict[int, str]:
 
 
 def _load_export(
-    con: duckdb.DuckDBPyConnection, export: Export, session: Session, run_id: int, shift: int, options: IngestOptions
+    con: duckdb.DuckDBPyConnection, export: Export, session: Session, place: Placement, options: IngestOptions
 ) -> None:
-    stages = (_stage_gpu, _stage_launches, _stage_nvtx, _stage_names, stage_graph_nodes)
+    stages = (_stage_gpu, _stage_launches, _stage_strings, _stage_nvtx, _stage_names, stage_graph_nodes)
     for done, read in enumerate(stages):
         if options.progress:
             options.progress(f"reading {export.shown.name}", done, len(stages))
         read(con, export)
+    nvtx_types = _keep_nvtx_events(con)
     dropped = _drop_unusable_times(con)
     _close_open_ranges(con, session)
-    ranks = _assign_ranks(con, run_id)
-    params = {"run": run_id, "shift": shift}
-    _insert_gpu_activity(con, params)
+    ranks = _assign_ranks(con, place.run_id)
+    params = {"run": place.run_id, "shift": place.shift}
     _insert_launches(con, params)
+    _insert_gpu_activity(con, params, place.scope, options.comm_patterns)
     _insert_cpu_ranges(con, params)
     _insert_threads(con, params)
     insert_graph_nodes(con, params)
     devices = _device_names(export)
+    run_id = place.run_id
     rank_from = "default" if len(ranks) == 1 and first_row(_count(con, "ranks", run_id)) == (0,) else "process_order"
     for rank, pid, device in ranks:
         con.execute(
             "INSERT INTO ranks VALUES (?, ?, ?, ?, ?, ?, ?, ?, NULL)",
             [run_id, rank, str(export.shown), rank_from, pid, session.hostname, device, devices.get(device)],
         )
-    _record_stats(con, export, session, run_id)
+    _record_stats(con, export, session, run_id, nvtx_types)
     for table, n in dropped.items():
         if n:
             description = "rows whose time is missing, not a number or beyond ±2^62 ns (dropped)"
             common.add_stat(con, run_id, None, f"time_out_of_range.{table}", "data_loss", n, description)
+
+
+def _keep_nvtx_events(con: duckdb.DuckDBPyConnection) -> dict[int, int]:
+    """Count the staged NVTX events per eventType (-1: NULL or not an integer), then keep only ranges, marks and
+    domain names in _nnvtx (a DELETE: nothing is copied)."""
+    types = con.execute("SELECT coalesce(event_type, -1), count(*) FROM _nnvtx GROUP BY ALL").fetchall()
+    con.execute(f"DELETE FROM _nnvtx WHERE event_type IS NULL OR event_type NOT IN ({NVTX_KEPT})")
+    return dict(types)
 
 
 def _drop_unusable_times(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
@@ -317,26 +359,30 @@ def _count(con: duckdb.DuckDBPyConnection, table: str, run_id: int) -> list[tupl
 
 
 def _close_open_ranges(con: duckdb.DuckDBPyConnection, session: Session) -> None:
-    """Ranges never closed (end NULL, or at the session end in old exports) end at the trace's last event."""
+    """View _nnvtx_closed: _nnvtx with `open` (never closed: no end, or at the session end in old exports) and the
+    end kept, that of the trace's last event for an open range. A view, so that the events are not copied."""
     con.execute(
         """
-        CREATE OR REPLACE TEMP TABLE _nnvtx AS
-        SELECT * EXCLUDE (end_ns), end_ns IS NULL OR end_ns >= coalesce($session_end, 9223372036854775807) AS open,
-               end_ns
-        FROM _nnvtx
+        CREATE OR REPLACE TEMP TABLE _nclock AS
+        WITH s AS (SELECT coalesce($session_end, 9223372036854775807) AS session_end)
+        SELECT s.session_end,
+               -- the last start or end of GPU work, API calls and closed NVTX events
+               (SELECT greatest(max(start_ns), max(end_ns)) FROM (
+                   SELECT start_ns, end_ns FROM _ngpu UNION ALL SELECT start_ns, end_ns FROM _nlaunch
+                   UNION ALL SELECT start_ns, CASE WHEN end_ns < s.session_end THEN end_ns END FROM _nnvtx
+               )) AS last_ns
+        FROM s
         """,
         {"session_end": session.end_ns},
     )
     con.execute(
+        f"""
+        CREATE OR REPLACE TEMP VIEW _nnvtx_closed AS
+        SELECT n.rowid AS row, n.* EXCLUDE (end_ns), n.end_ns IS NULL OR n.end_ns >= c.session_end AS open,
+               CASE WHEN (n.end_ns IS NULL OR n.end_ns >= c.session_end) AND n.event_type IN ({NVTX_RANGES})
+                    THEN c.last_ns ELSE n.end_ns END AS end_ns
+        FROM _nnvtx n CROSS JOIN _nclock c
         """
-        UPDATE _nnvtx SET end_ns = (
-            SELECT greatest(max(start_ns), max(end_ns)) FROM (
-                SELECT start_ns, end_ns FROM _ngpu UNION ALL SELECT start_ns, end_ns FROM _nlaunch
-                UNION ALL SELECT start_ns, CASE WHEN NOT open THEN end_ns END FROM _nnvtx
-            )
-        )
-        WHERE open AND event_type IN ({ranges})
-        """.replace("{ranges}", ", ".join(map(str, NVTX_RANGE_TYPES)))
     )
 
 
@@ -364,72 +410,28 @@ def _assign_ranks(con: duckdb.DuckDBPyConnection, run_id: int) -> list[tuple[int
     return [(r[2], r[0], r[1]) for r in con.execute("SELECT pid, device_id, rank FROM _nrank ORDER BY rank").fetchall()]
 
 
-def _number(con: duckdb.DuckDBPyConnection, table: str, order: str) -> None:
-    """Add column n to temp table `table`: each row's place in `order`, from 1 (the keys of the run's rows).
-
-    Numbered on the narrow sort key, then joined back: a window over the wide rows would sort all their strings.
-    """
-    con.execute(
-        f"""
-        CREATE OR REPLACE TEMP TABLE {table} AS
-        SELECT t.*, o.n FROM {table} t
-        JOIN (SELECT rowid AS r, row_number() OVER (ORDER BY {order}) AS n FROM {table}) o ON o.r = t.rowid
-        """
-    )
-
-
-def _insert_gpu_activity(con: duckdb.DuckDBPyConnection, params: dict[str, int]) -> None:
-    memory = f"{MEMORY_KINDS}[coalesce(src_kind, 7) + 1]"
-    con.execute(
-        f"""
-        CREATE OR REPLACE TEMP TABLE _ngpu AS
-        SELECT * EXCLUDE (name), (global_pid >> 24) & 16777215 AS pid,
-               CASE kind
-                 WHEN 'memcpy' THEN 'Memcpy ' || coalesce({MEMCPY_KINDS}[copy_kind + 1], 'Unknown') || ' ('
-                                   || coalesce({memory}, 'Unknown') || ' -> '
-                                   || coalesce({MEMORY_KINDS}[coalesce(dst_kind, 7) + 1], 'Unknown') || ')'
-                 WHEN 'memset' THEN 'Memset (' || coalesce({memory}, 'Unknown') || ')'
-                 ELSE coalesce(name, '') END AS name
-        FROM _ngpu
-        """
-    )
-    common.short_names_table(con, "SELECT name FROM _ngpu")
-    _number(con, "_ngpu", "start_ns, end_ns, device_id, stream_id")
-    con.execute(
-        """
-        INSERT INTO gpu_activity (run_id, rank, activity_id, kind, device_id, stream_id, start_ns, end_ns, name,
-                                  short_name, category, pid, correlation_id, graph_id, graph_node_id, grid, block,
-                                  bytes)
-        SELECT $run, r.rank,
-               (SELECT coalesce(max(activity_id), 0) FROM gpu_activity WHERE run_id = $run) + g.n,
-               g.kind, g.device_id, g.stream_id, g.start_ns + $shift, greatest(g.end_ns, g.start_ns) + $shift,
-               g.name, coalesce(s.short_name::VARCHAR, g.name),
-               CASE WHEN g.kind = 'kernel' THEN 'compute' ELSE g.kind END,
-               g.pid, g.correlation_id, g.graph_id, g.graph_node_id,
-               CASE WHEN g.kind = 'kernel' THEN [g.grid_x, g.grid_y, g.grid_z]::INTEGER[] END,
-               CASE WHEN g.kind = 'kernel' THEN [g.block_x, g.block_y, g.block_z]::INTEGER[] END,
-               g.bytes
-        FROM _ngpu g
-        JOIN _nrank r ON r.pid IS NOT DISTINCT FROM g.pid AND r.device_id IS NOT DISTINCT FROM g.device_id
-        LEFT JOIN _short_names s ON s.name = g.name
-        """,
-        params,
-    )
+def _numbered(table: str, order: str) -> str:
+    """A query of (row, n): each rowid of staged `table` and its place in `order`, from 1 (rowid, the export's order,
+    breaks ties). Numbered on the narrow key and joined back: a window over the wide rows would sort all of them."""
+    return f"SELECT rowid AS row, row_number() OVER (ORDER BY {order}, rowid) AS n FROM {table}"
 
 
 def _insert_launches(con: duckdb.DuckDBPyConnection, params: dict[str, int]) -> None:
     """Each call goes to the rank of the GPU work it launched, else to its process's first rank."""
-    _number(con, "_nlaunch", "start_ns, end_ns, global_tid")
     con.execute(
         f"""
         INSERT INTO launches (run_id, rank, launch_id, pid, tid, start_ns, end_ns, name, api, correlation_id)
-        WITH calls AS (
-            SELECT *, (global_tid >> 24) & 16777215 AS pid, global_tid & 16777215 AS tid,
-                   regexp_replace(coalesce(name, ''), '_v\\d+$', '') AS api_name
-            FROM _nlaunch
+        WITH names AS (  -- each API name once: without its version suffix (cudaLaunchKernel_v7000)
+            SELECT id, regexp_replace(value, '_v\\d+$', '') AS api_name FROM _nstr
+        ), calls AS (
+            SELECT l.*, o.n, (l.global_tid >> 24) & 16777215 AS pid, l.global_tid & 16777215 AS tid,
+                   coalesce(n.api_name, '') AS api_name, coalesce(regexp_matches(n.api_name, '^cu[A-Z]'), FALSE) AS cu
+            FROM _nlaunch l
+            JOIN ({_numbered("_nlaunch", "start_ns, end_ns, global_tid")}) o ON o.row = l.rowid
+            LEFT JOIN names n ON n.id = l.name_id
         ), work_rank AS (
             SELECT g.pid, g.correlation_id, min(r.rank) AS rank
-            FROM _ngpu g
+            FROM (SELECT (global_pid >> 24) & 16777215 AS pid, device_id, correlation_id FROM _ngpu) g
             JOIN _nrank r ON r.pid IS NOT DISTINCT FROM g.pid AND r.device_id IS NOT DISTINCT FROM g.device_id
             WHERE g.correlation_id IS NOT NULL
             GROUP BY ALL
@@ -437,8 +439,7 @@ def _insert_launches(con: duckdb.DuckDBPyConnection, params: dict[str, int]) -> 
         SELECT $run, coalesce(w.rank, p.rank),
                (SELECT coalesce(max(launch_id), 0) FROM launches WHERE run_id = $run) + c.n,
                c.pid, c.tid, c.start_ns + $shift, greatest(c.end_ns, c.start_ns) + $shift, c.api_name,
-               CASE WHEN c.event_class = {DRIVER_EVENT_CLASS} OR regexp_matches(c.api_name, '^cu[A-Z]')
-                    THEN 'driver' ELSE 'runtime' END,
+               CASE WHEN c.event_class = {DRIVER_EVENT_CLASS} OR c.cu THEN 'driver' ELSE 'runtime' END,
                c.correlation_id
         FROM calls c
         JOIN _nproc p ON p.pid IS NOT DISTINCT FROM c.pid
@@ -448,33 +449,108 @@ def _insert_launches(con: duckdb.DuckDBPyConnection, params: dict[str, int]) -> 
     )
 
 
-def _insert_cpu_ranges(con: duckdb.DuckDBPyConnection, params: dict[str, int]) -> None:
-    """NVTX ranges (kind nvtx) and marks (kind mark); domain is the domain's name, NULL for the default domain."""
-    marks = ", ".join(map(str, NVTX_MARK_TYPES))
-    _number(con, "_nnvtx", "start_ns, end_ns DESC, global_tid")
+# The name of a memory copy or set, from its kinds (staged _ngpu columns); NULL for a kernel.
+COPY_NAME = f"""
+    CASE kind
+      WHEN 'memcpy' THEN 'Memcpy ' || coalesce({MEMCPY_KINDS}[copy_kind + 1], 'Unknown') || ' ('
+                         || coalesce({MEMORY_KINDS}[coalesce(src_kind, 7) + 1], 'Unknown') || ' -> '
+                         || coalesce({MEMORY_KINDS}[coalesce(dst_kind, 7) + 1], 'Unknown') || ')'
+      WHEN 'memset' THEN 'Memset (' || coalesce({MEMORY_KINDS}[coalesce(src_kind, 7) + 1], 'Unknown') || ')'
+    END"""
+
+
+def _insert_gpu_activity(
+    con: duckdb.DuckDBPyConnection, params: dict[str, int], scope: str, comm_patterns: tuple[str, ...]
+) -> None:
+    """GPU work with its short name, its class (queries/kernel_classes.csv) and its launch call (the first call of
+    the same correlation id in the same `scope`), all joined in while inserting: no UPDATE pass afterwards."""
+    kernel_names = "SELECT value AS name FROM _nstr UNION ALL SELECT ''"  # '': a kernel without a name
+    copy_names = f"SELECT DISTINCT {COPY_NAME} AS name FROM _ngpu WHERE kind <> 'kernel'"
+    common.short_names_table(con, f"{kernel_names} UNION ALL {copy_names}")
+    common.kernel_class_table(con, kernel_names, comm_patterns)
     con.execute(
         f"""
-        INSERT INTO cpu_ranges (run_id, rank, range_id, pid, tid, start_ns, end_ns, closed, name, kind, domain, depth)
-        WITH domains AS (
-            SELECT (global_tid >> 24) & 16777215 AS pid, domain_id, arg_min(text, start_ns) AS name
-            FROM _nnvtx WHERE event_type = {NVTX_DOMAIN_CREATE} GROUP BY ALL
-        ), events AS (
-            SELECT *, (global_tid >> 24) & 16777215 AS pid, global_tid & 16777215 AS tid,
-                   event_type IN ({marks}) AS is_mark
-            FROM _nnvtx WHERE event_type <> {NVTX_DOMAIN_CREATE}
+        INSERT INTO gpu_activity (run_id, rank, activity_id, kind, device_id, stream_id, start_ns, end_ns, name,
+                                  short_name, category, comm_op, pid, correlation_id, launch_id, graph_id,
+                                  graph_node_id, grid, block, bytes)
+        WITH names AS (  -- each kernel name once (NULL: none), with its short name and class
+            SELECT n.id, n.name, s.short_name, c.category, c.comm_op
+            FROM (SELECT id, value AS name FROM _nstr UNION ALL SELECT NULL, '') n
+            LEFT JOIN _short_names s ON s.name = n.name
+            LEFT JOIN _name_class c ON c.name = n.name
+        ), links AS (  -- the first launch call of each correlation id, among this export's calls
+            SELECT {scope} AS scope, correlation_id, min(launch_id) AS launch_id, arg_min(pid, launch_id) AS pid
+            FROM launches
+            WHERE run_id = $run AND rank IN (SELECT rank FROM _nrank) AND correlation_id IS NOT NULL
+            GROUP BY ALL
+        ), keys AS (  -- narrow: each row's place in time order, rank and launch call, joined back to it by rowid
+            SELECT o.row, o.n, w.rank, w.pid, l.launch_id, l.pid AS launch_pid
+            FROM ({_numbered("_ngpu", "start_ns, end_ns, device_id, stream_id")}) o
+            JOIN (SELECT g.rowid AS row, (g.global_pid >> 24) & 16777215 AS pid, g.correlation_id, r.rank
+                  FROM _ngpu g
+                  JOIN _nrank r ON r.pid IS NOT DISTINCT FROM (g.global_pid >> 24) & 16777215
+                               AND r.device_id IS NOT DISTINCT FROM g.device_id) w ON w.row = o.row
+            LEFT JOIN links l ON l.scope = w.{scope} AND l.correlation_id = w.correlation_id
+        ), work AS (
+            SELECT g.*, k.n, k.rank, k.pid, k.launch_id, k.launch_pid, {COPY_NAME} AS copy_name
+            FROM _ngpu g JOIN keys k ON k.row = g.rowid
         )
-        SELECT $run, p.rank,
-               (SELECT coalesce(max(range_id), 0) FROM cpu_ranges WHERE run_id = $run) + e.n,
-               e.pid, e.tid, e.start_ns + $shift,
-               CASE WHEN e.is_mark THEN e.start_ns ELSE greatest(e.end_ns, e.start_ns) END + $shift,
-               e.is_mark OR NOT e.open, coalesce(e.text, ''), CASE WHEN e.is_mark THEN 'mark' ELSE 'nvtx' END,
-               CASE WHEN coalesce(e.domain_id, 0) <> 0 THEN coalesce(d.name, 'domain_' || e.domain_id) END, 0
-        FROM events e
-        JOIN _nproc p ON p.pid IS NOT DISTINCT FROM e.pid
-        LEFT JOIN domains d ON d.pid = e.pid AND d.domain_id = e.domain_id
+        SELECT $run, g.rank,
+               (SELECT coalesce(max(activity_id), 0) FROM gpu_activity WHERE run_id = $run) + g.n,
+               g.kind, g.device_id, g.stream_id, g.start_ns + $shift, greatest(g.end_ns, g.start_ns) + $shift,
+               coalesce(g.copy_name, k.name, ''), coalesce(m.short_name, k.short_name, g.copy_name, k.name, ''),
+               CASE WHEN g.kind = 'kernel' THEN coalesce(k.category, 'compute') ELSE g.kind END, k.comm_op,
+               coalesce(g.pid, g.launch_pid), g.correlation_id, g.launch_id, g.graph_id, g.graph_node_id,
+               CASE WHEN g.kind = 'kernel' THEN [g.grid_x, g.grid_y, g.grid_z]::INTEGER[] END,
+               CASE WHEN g.kind = 'kernel' THEN [g.block_x, g.block_y, g.block_z]::INTEGER[] END,
+               g.bytes
+        FROM work g
+        LEFT JOIN names k ON g.kind = 'kernel' AND k.id IS NOT DISTINCT FROM g.name_id
+        LEFT JOIN _short_names m ON m.name = g.copy_name
         """,
         params,
     )
+
+
+def _insert_cpu_ranges(con: duckdb.DuckDBPyConnection, params: dict[str, int]) -> None:
+    """NVTX ranges (kind nvtx) and marks (kind mark), nested on their thread while inserting (common.py); domain is
+    the domain's name, NULL for the default domain."""
+    marks = ", ".join(map(str, NVTX_MARK_TYPES))
+    # DuckDB misjudges the size of the CTE and runs the ASOF join of the nesting as a nested loop (21 s instead of
+    # 0.1 s for 66 k ranges) when it expects fewer rows than this threshold.
+    con.execute("SET asof_loop_join_threshold = 0")
+    con.execute(
+        f"""
+        INSERT INTO cpu_ranges (run_id, rank, range_id, pid, tid, start_ns, end_ns, closed, name, kind, domain, depth,
+                                parent_id)
+        WITH domains AS (
+            SELECT (global_tid >> 24) & 16777215 AS pid, domain_id, arg_min(text, start_ns) AS name
+            FROM _nnvtx WHERE event_type = {NVTX_DOMAIN_CREATE} GROUP BY ALL
+        ), numbered AS (  -- every event in time order, longer first; domain creations are numbered too
+            SELECT e.*, o.n, (e.global_tid >> 24) & 16777215 AS pid, e.global_tid & 16777215 AS tid,
+                   e.event_type IN ({marks}) AS is_mark
+            FROM _nnvtx_closed e
+            JOIN (SELECT row, row_number() OVER (ORDER BY start_ns, end_ns DESC, global_tid, row) AS n
+                  FROM _nnvtx_closed) o ON o.row = e.row
+        ), ranges AS MATERIALIZED (  -- the rows as inserted, without their nesting
+            SELECT (SELECT coalesce(max(range_id), 0) FROM cpu_ranges WHERE run_id = $run) + e.n AS range_id,
+                   p.rank, e.pid, e.tid, e.start_ns + $shift AS start_ns,
+                   CASE WHEN e.is_mark THEN e.start_ns ELSE greatest(e.end_ns, e.start_ns) END + $shift AS end_ns,
+                   e.is_mark OR NOT e.open AS closed, coalesce(e.text, '') AS name,
+                   CASE WHEN e.is_mark THEN 'mark' ELSE 'nvtx' END AS kind,
+                   CASE WHEN coalesce(e.domain_id, 0) <> 0 THEN coalesce(d.name, 'domain_' || e.domain_id) END AS domain
+            FROM numbered e
+            JOIN _nproc p ON p.pid IS NOT DISTINCT FROM e.pid
+            LEFT JOIN domains d ON d.pid = e.pid AND d.domain_id = e.domain_id
+            WHERE e.event_type <> {NVTX_DOMAIN_CREATE}
+        ), nesting AS ({common.range_nesting_sql("ranges")})
+        SELECT $run, r.rank, r.range_id, r.pid, r.tid, r.start_ns, r.end_ns, r.closed, r.name, r.kind, r.domain,
+               coalesce(x.depth, 0), CASE WHEN x.depth > 0 THEN x.parent_id END
+        FROM ranges r LEFT JOIN nesting x USING (range_id)
+        """,
+        params,
+    )
+    con.execute("RESET asof_loop_join_threshold")
 
 
 def _insert_threads(con: duckdb.DuckDBPyConnection, params: dict[str, int]) -> None:
@@ -502,7 +578,9 @@ def _insert_threads(con: duckdb.DuckDBPyConnection, params: dict[str, int]) -> N
 # Counters
 
 
-def _record_stats(con: duckdb.DuckDBPyConnection, export: Export, session: Session, run_id: int) -> None:
+def _record_stats(
+    con: duckdb.DuckDBPyConnection, export: Export, session: Session, run_id: int, nvtx_types: dict[int, int]
+) -> None:
     def stat(name: str, severity: str, value: float, description: str) -> None:
         common.add_stat(con, run_id, None, name, severity, value, description)
 
@@ -516,12 +594,6 @@ def _record_stats(con: duckdb.DuckDBPyConnection, export: Export, session: Sessi
         MEMSET: gpu.get("memset", 0),
         RUNTIME: con.execute("SELECT count(*) FROM _nlaunch").fetchall()[0][0],
     }
-    nvtx_types: dict[int, int] = {}
-    if export.has(NVTX):
-        sql = f"SELECT eventType, count(*) FROM {NVTX} GROUP BY eventType"
-        for event_type, n in rows(export, sql):  # an eventType that is NULL or not an integer counts as -1
-            key = event_type if isinstance(event_type, int) else -1
-            nvtx_types[key] = nvtx_types.get(key, 0) + int(n)
     counts[NVTX] = sum(nvtx_types.values())
     for table, n in counts.items():
         if export.has(table):
@@ -536,7 +608,7 @@ def _record_stats(con: duckdb.DuckDBPyConnection, export: Export, session: Sessi
             name = f"skipped_nvtx.{NVTX_OTHER_TYPES.get(event_type, event_type)}"
             stat(name, "info", n, "NVTX events that are not ranges or marks (names, domains)")
     open_ranges = con.execute(
-        f"SELECT count(*) FROM _nnvtx WHERE open AND event_type IN ({', '.join(map(str, NVTX_RANGE_TYPES))})"
+        f"SELECT count(*) FROM _nnvtx_closed WHERE open AND event_type IN ({NVTX_RANGES})"
     ).fetchall()[0][0]
     stat(
         "nvtx_ranges_never_closed",

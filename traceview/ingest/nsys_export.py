@@ -45,6 +45,7 @@ VERSION = re.compile(r"(20\d\d)\.(\d+)\.(\d+)(?:\.(\d+))?")
 REPORT_VERSION = re.compile(rb"(?<![\d.])(20\d\d\.\d+\.\d+\.\d+)(?![\d.])")
 REPORT_SCAN_BYTES = 1 << 20
 BATCH_ROWS = 65536  # rows per Arrow record batch streamed from SQLite
+STAGED_TYPES = {"i": "BIGINT", "n": "INTEGER", "t": "VARCHAR"}  # the column kinds of stage()
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -182,16 +183,15 @@ def stage(
     """Run the SQLite queries `parts` (each `expressions FROM ...`, in the order of `columns`) and stream their rows
     into DuckDB temp table `table`.
 
-    `columns` maps each output column to i (integer) or t (text). The ADBC driver types a column from its first
-    rows, so a text column that starts with NULLs would be typed int64 and fail at its first string: a first probe
-    row of typed literals fixes every column's type (and its name), and is dropped on the DuckDB side.
+    `columns` maps each output column to i (integer), n (integer kept as INTEGER: a larger one becomes NULL) or t
+    (text). The ADBC driver types a column from its first rows, so a text column that starts with NULLs would be
+    typed int64 and fail at its first string: a first probe row of typed literals fixes every column's type (and its
+    name), and is dropped on the DuckDB side.
     """
-    probe = ", ".join(("0" if kind == "i" else "''") + f" AS {name}" for name, kind in columns.items())
+    probe = ", ".join(("''" if kind == "t" else "0") + f" AS {name}" for name, kind in columns.items())
     sql = " UNION ALL ".join([f"SELECT 1 AS _probe, {probe}"] + [f"SELECT 0, {part}" for part in parts])
     # TRY_CAST: a value of the wrong type (text or 1e300 in an integer column) becomes NULL instead of failing.
-    typed = ", ".join(
-        f"TRY_CAST({n} AS {'BIGINT' if kind == 'i' else 'VARCHAR'}) AS {n}" for n, kind in columns.items()
-    )
+    typed = ", ".join(f"TRY_CAST({n} AS {STAGED_TYPES[kind]}) AS {n}" for n, kind in columns.items())
     create = f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT {typed} FROM {{}} WHERE _probe = 0"
     try:
         if export.duck is not None:
@@ -200,7 +200,7 @@ def stage(
         # SQLite columns hold any type: a stray text or real in an integer column would fail the Arrow stream.
         checked = ", ".join(
             f"CASE WHEN typeof({name}) = 'integer' THEN {name} END AS {name}"
-            if kind == "i"
+            if kind != "t"
             else f"CAST({name} AS TEXT) AS {name}"
             for name, kind in columns.items()
         )
@@ -224,6 +224,14 @@ def stage(
         ) from error
     except READ_ERRORS as error:
         raise _damaged(export.shown, error) from error
+
+
+def string_id(export: Export, id_sql: str) -> str:
+    """SQL for the StringIds id that `id_sql` names when that string has a value (as string_value finds it), else
+    NULL: staged rows keep the id, and each string is read once (see string_value)."""
+    if not export.has("StringIds"):
+        return "NULL"
+    return f"(SELECT id FROM StringIds WHERE id = {id_sql} AND value IS NOT NULL)"
 
 
 def string_value(export: Export, id_sql: str, fallback: str) -> str:
