@@ -1,8 +1,8 @@
 """Steps every backend shares once its rows are in the schema's tables.
 
-Reads and writes: the schema's tables for one run (`run_id`). Backends call `short_names_table` while
-loading; `finish_run` then classifies kernels (queries/kernel_classes.csv), links GPU work to its launch,
-computes the nesting of CPU ranges, and records the run's span and counters in `ingest_stats`.
+Reads and writes: the schema's tables for one run (`run_id`). Backends call `short_names_table`,
+`kernel_class_table`, `launch_table` and `range_nesting_sql` while loading; `finish_run` then classifies
+kernels and nests CPU ranges where a backend did not, and records the run's span and counters in `ingest_stats`.
 """
 
 from __future__ import annotations
@@ -128,39 +128,12 @@ def kernel_class_table(
         con.unregister("_kernel_classes")
 
 
-def link_launches(con: duckdb.DuckDBPyConnection, run_id: int, same_process: str) -> None:
-    """Fill gpu_activity.launch_id (and pid) from the launch with the same correlation id.
-
-    `same_process` names the column pair that scopes correlation ids: `rank` for Kineto (one process per
-    file), `pid` for nsys (ids are unique only within a process). When several launches share an id, the
-    first one wins and `correlation_ids_with_several_launches` counts them.
-    """
-    con.execute(
-        f"""
-        CREATE OR REPLACE TEMP TABLE _launch_by_corr AS
-        SELECT {same_process} AS scope, correlation_id, min(launch_id) AS launch_id, arg_min(pid, launch_id) AS pid,
-               count(*) AS n
-        FROM launches WHERE run_id = ? AND correlation_id IS NOT NULL
-        GROUP BY ALL
-        """,
-        [run_id],
-    )
-    con.execute(
-        f"""
-        UPDATE gpu_activity g SET launch_id = l.launch_id, pid = coalesce(g.pid, l.pid)
-        FROM _launch_by_corr l
-        WHERE g.run_id = ? AND g.{same_process} = l.scope AND g.correlation_id = l.correlation_id
-        """,
-        [run_id],
-    )
-    count_shared_correlations(con, run_id, same_process)
-
-
 def launch_table(con: duckdb.DuckDBPyConnection, launches_sql: str) -> None:
     """Create temp table `_launch_by_corr(correlation_id, launch_id, pid)` from launch rows of one scope.
 
-    The same rule as link_launches (the first launch of a correlation id wins), for backends that link GPU
-    work while inserting it: `launches_sql` selects the launches of one process (e.g. one Kineto rank).
+    The first launch of a correlation id wins (count_shared_correlations counts ids with several), for backends
+    that link GPU work while inserting it: `launches_sql` selects the launches of one process (e.g. one Kineto
+    rank). nsys links with its own query (correlation ids are scoped by pid or rank there).
     """
     con.execute(
         f"""
