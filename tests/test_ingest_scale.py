@@ -11,8 +11,8 @@ from conftest import HTA, SAMPLES
 from kineto_builder import KinetoTrace
 
 import traceview
-from traceview.errors import BadInputError
-from traceview.ingest import IngestOptions, TimeWindow, parse_steps, parse_time_window
+from traceview.errors import BadInputError, DatabaseError
+from traceview.ingest import IngestOptions, TimeWindow, parse_memory_limit, parse_steps, parse_time_window
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "bench"))
 import gen_traces
@@ -148,3 +148,38 @@ def test_time_window_relative_and_absolute(tmp_path: Path, db_path: Path) -> Non
     assert whole.kernels == 8
     assert (relative.kernels, relative.launches) == (2, 2)
     assert (absolute.kernels, absolute.launches) == (1, 1)
+
+
+def test_memory_limit_words_and_sizes() -> None:
+    assert parse_memory_limit("auto") is None
+    assert parse_memory_limit("none") == 0
+    assert parse_memory_limit("8GB") == 8 * 10**9
+    assert parse_memory_limit("512MiB") == 512 << 20
+    assert parse_memory_limit("1.5 gib") == 3 << 29
+    for bad in ("", "lots", "-1GB", "0", "4XB"):
+        with pytest.raises(BadInputError, match="memory-limit"):
+            parse_memory_limit(bad)
+
+
+def test_a_statement_that_cannot_spill_under_the_automatic_cap_is_run_again_without_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    caps: list[int | None] = []
+    session = traceview.db.write_session
+
+    def recording(path: Path, memory_limit: int | None = None) -> object:
+        caps.append(memory_limit)
+        return session(path, memory_limit)
+
+    monkeypatch.setattr(traceview.db, "memory_budget", lambda data_bytes: 1 << 20)  # 1 MiB: nothing fits
+    monkeypatch.setattr(traceview.db, "write_session", recording)
+    summary = traceview.ingest([SAMPLES / "eager.pt.trace.json.gz"], tmp_path / "run.db")
+    assert caps == [1 << 20, None]
+    assert summary.kernels == 2635
+
+
+def test_a_user_cap_too_small_is_one_clear_error(tmp_path: Path) -> None:
+    database = tmp_path / "run.db"
+    with pytest.raises(DatabaseError, match=r"out of memory under --memory-limit 1,048,576 bytes.*--memory-limit none"):
+        traceview.ingest([SAMPLES / "eager.pt.trace.json.gz"], database, IngestOptions(memory_limit=1 << 20))
+    assert not database.exists()

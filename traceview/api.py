@@ -80,13 +80,33 @@ def ingest(
             return _ingest_once(source, database, options, segment_options)
         except RetryCarefully as retry:  # a fast read failed and DuckDB aborted the transaction: start over
             options = dataclasses.replace(options, careful=options.careful | {retry.path})
+        except duckdb.OutOfMemoryException as error:  # a statement could not spill enough under the cap
+            options = _without_memory_cap(options, database, error)
+
+
+def _memory_cap(options: IngestOptions, source: Source) -> int | None:
+    """DuckDB's memory cap for this ingest in bytes (see db.memory_budget), None for none."""
+    if options.memory_limit is None:
+        return db.memory_budget(source.data_bytes)
+    return options.memory_limit or None
+
+
+def _without_memory_cap(options: IngestOptions, database: str | Path, error: Exception) -> IngestOptions:
+    """Options to ingest again without a cap, when the cap was traceview's own; the user's own cap is an error."""
+    if options.memory_limit is None:
+        return dataclasses.replace(options, memory_limit=0)
+    raise DatabaseError(
+        database,
+        f"DuckDB ran out of memory under --memory-limit {options.memory_limit:,} bytes ({str(error).splitlines()[0]})",
+        "raise --memory-limit, or pass --memory-limit none",
+    ) from error
 
 
 def _ingest_once(
     source: Source, database: str | Path, options: IngestOptions, segment_options: SegmentOptions | None
 ) -> RunSummary:
     label = options.label or default_label(source, options)
-    with db.write_session(database, source.data_bytes) as con:
+    with db.write_session(database, _memory_cap(options, source)) as con:
         taken = labelled_run(con, label)
         if taken and not options.replace and taken[1] == source.sha256:
             return summarize(con, taken[0], already_ingested=True)

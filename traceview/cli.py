@@ -20,7 +20,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeR
 from . import api, sqllib
 from . import diff as diff_stage
 from .errors import TraceviewError, UsageError
-from .ingest import IngestOptions, parse_steps, parse_time_window
+from .ingest import IngestOptions, parse_memory_limit, parse_steps, parse_time_window
 from .output import Format, render
 from .segment import Method, SegmentOptions
 from .segment.report import INSTANCE_COLUMNS
@@ -75,6 +75,10 @@ def ingest(
     ] = None,
     steps: Annotated[str | None, typer.Option(help="Keep only these ProfilerStep numbers, e.g. 3-5,8.")] = None,
     jobs: Annotated[int, typer.Option(help="Processes loading the per-rank files of a run at once.", min=1)] = 1,
+    memory_limit: Annotated[
+        str,
+        typer.Option(help="DuckDB's memory cap: auto (about the trace's size), none, or a size like 8GB."),
+    ] = "auto",
     parquet: Annotated[
         Path | None,
         typer.Option(help="Also write the run as a Parquet dataset (DIR/<table>/run_id=N/rank=R/) to query in place."),
@@ -96,6 +100,7 @@ def ingest(
             time_window=parse_time_window(time_window) if time_window else None,
             steps=parse_steps(steps) if steps else (),
             jobs=jobs,
+            memory_limit=parse_memory_limit(memory_limit),
         )
         segment_options = SegmentOptions(method=method, layer_pattern=layer_pattern, step_pattern=step_pattern)
         summary = api.ingest(traces, output, options, segment_options)

@@ -106,22 +106,22 @@ def create_schema(con: duckdb.DuckDBPyConnection) -> None:
 
 
 @contextlib.contextmanager
-def write_session(path: str | Path, data_bytes: int | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
+def write_session(path: str | Path, memory_limit: int | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
     """A connection whose changes all land, or none do.
 
     New database: built in `PATH.tmp-PID`, renamed over PATH on success, deleted on failure.
     Existing database: one transaction, committed on success and rolled back on failure (DuckDB's WAL
     keeps the previous state if the process is killed).
-    With `data_bytes` (an ingest of that much data), DuckDB's memory is capped at about that size
-    (memory_budget); it spills beyond the cap to a temporary directory that outlives the connection.
+    With `memory_limit` (bytes; see memory_budget), DuckDB's memory is capped; it spills beyond the cap to a
+    temporary directory that outlives the connection.
     """
-    if data_bytes is None:
+    if memory_limit is None:
         with _write_session(Path(path)) as con:
             yield con
         return
     with scratch_directory("spill") as spill, _write_session(Path(path)) as con:
         con.execute(f"SET temp_directory = '{_sql_quoted(spill)}'")
-        con.execute(f"SET memory_limit = '{memory_budget(data_bytes)}B'")
+        con.execute(f"SET memory_limit = '{int(memory_limit)}B'")
         yield con
 
 
@@ -130,7 +130,8 @@ def memory_budget(data_bytes: int) -> int:
     trace would spill for nothing), at most DuckDB's own default (80% of RAM).
 
     A 1 GB Kineto trace peaks at ~1.3 GB of RSS with the cap, 1.7 GB without, for the same CPU time. Only
-    what DuckDB can spill (its tables, sorts, joins) is bounded; Python's own memory is not.
+    what DuckDB can spill (its tables, sorts, joins) is bounded; Python's own memory is not. A statement that
+    cannot spill enough fails with duckdb.OutOfMemoryException (api.ingest then ingests again without a cap).
     """
     physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     return int(min(max(MIN_MEMORY_BUDGET, data_bytes), RAM_SHARE * physical))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
@@ -82,6 +83,21 @@ def _duration_ns(text: str, whole: str) -> int:
         ) from None
 
 
+_UNITS_BYTES = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "kib": 1 << 10, "mib": 1 << 20}
+_UNITS_BYTES |= {"gib": 1 << 30, "tib": 1 << 40}
+
+
+def parse_memory_limit(text: str) -> int | None:
+    """`--memory-limit`: `auto` (None: about the trace's size), `none` (0: no cap), or a size like 4GB, 512MiB."""
+    word = text.strip().lower()
+    if word in ("auto", "none"):
+        return None if word == "auto" else 0
+    match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([kmgt]i?b|b)?", word)
+    if not match or float(match.group(1)) <= 0:
+        raise BadInputError(None, f"bad --memory-limit {text!r}", "give auto, none, or a size such as 4GB or 512MiB")
+    return int(float(match.group(1)) * _UNITS_BYTES[match.group(2) or "b"])
+
+
 def parse_steps(text: str) -> tuple[int, ...]:
     """`3-5,8` -> (3, 4, 5, 8): ProfilerStep numbers for --steps."""
     steps: set[int] = set()
@@ -113,6 +129,8 @@ class IngestOptions:
     steps: tuple[int, ...] = ()
     # Processes loading the files of a multi-file (per-rank) Kineto run (--jobs); 1 loads them in turn.
     jobs: int = 1
+    # DuckDB's memory cap in bytes (--memory-limit): None, about the trace's size (db.memory_budget); 0, none.
+    memory_limit: int | None = None
 
 
 class RetryCarefully(Exception):

@@ -186,6 +186,8 @@ def stage_events(con: duckdb.DuckDBPyConnection, trace_file: Path, options: Inge
     if hasattr(os, "mkfifo") and trace_file not in options.careful:
         try:
             return _stage_streamed(con, trace_file, options)
+        except duckdb.OutOfMemoryException:
+            raise  # not the file's fault: api.ingest lifts the memory cap
         except (duckdb.Error, UnicodeDecodeError) as error:  # DuckDB's message may quote a cut UTF-8 character
             raise RetryCarefully(trace_file) from error
         except (jsonstream.StreamFailed, *jsonstream.gzip_errors()):
