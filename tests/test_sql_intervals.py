@@ -70,6 +70,18 @@ UNION_CASES = [
         "   _ - - - _ _ _",
     ),
     (
+        "identical starts, different ends",
+        ["A: - - _ _ _ _ _",
+         "A: - - - - _ _ _"],
+        "   - - - - _ _ _",
+    ),
+    (
+        "a long interval reaches over later ones",
+        ["A: - - - - - _ _",
+         "A: _ - _ - _ _ -"],
+        "   - - - - - _ -",
+    ),
+    (
         "chain of overlaps",
         ["A: - - _ _ - - _",
          "A: _ - - _ _ - -",
@@ -107,6 +119,34 @@ def test_union_of_zero_length_interval_is_a_point(con: duckdb.DuckDBPyConnection
     assert _rows(con, "SELECT length_ns FROM interval_length(a)") == [(0,)]
 
 
+# (case, intervals as (start_ns, end_ns), expected union, expected gaps): zero-length intervals cannot be drawn
+ZERO_LENGTH_CASES = [
+    ("at the end of an interval", [(0, 5), (5, 5)], [(0, 5)], []),
+    ("at the start of an interval", [(5, 5), (5, 9)], [(5, 9)], []),
+    ("alone in a gap", [(0, 2), (4, 4), (6, 8)], [(0, 2), (4, 4), (6, 8)], [(2, 4), (4, 6)]),
+    ("twice at one time", [(3, 3), (3, 3)], [(3, 3)], []),
+    ("inside an interval", [(0, 10), (4, 4)], [(0, 10)], []),
+]
+
+
+@pytest.mark.parametrize(("case", "rows", "union", "gaps"), ZERO_LENGTH_CASES, ids=[c[0] for c in ZERO_LENGTH_CASES])
+def test_zero_length_intervals(
+    con: duckdb.DuckDBPyConnection,
+    case: str,
+    rows: list[tuple[int, int]],
+    union: list[tuple[int, int]],
+    gaps: list[tuple[int, int]],
+) -> None:
+    con.execute("CREATE OR REPLACE TEMP TABLE a (part VARCHAR, start_ns BIGINT, end_ns BIGINT)")
+    con.executemany("INSERT INTO a VALUES ('p', ?, ?)", rows)
+    assert _rows(con, "SELECT start_ns, end_ns FROM interval_union(a) ORDER BY start_ns") == union, case
+    assert _rows(con, "SELECT start_ns, end_ns FROM interval_gaps(a) ORDER BY start_ns") == gaps, case
+    assert _rows(con, "SELECT length_ns FROM interval_length(a)") == [(sum(e - s for s, e in union),)], case
+    con.execute("CREATE OR REPLACE TEMP TABLE b AS SELECT 'p' AS part, -1::BIGINT AS start_ns, 20::BIGINT AS end_ns")
+    got = _rows(con, "SELECT start_ns, end_ns FROM interval_intersect(b, a) ORDER BY start_ns")
+    assert got == [(s, e) for s, e in union if e > s], case
+
+
 # (case, set A, set B, expected A ∩ B)
 INTERSECT_CASES = [
     (
@@ -140,6 +180,19 @@ INTERSECT_CASES = [
         ["B: _ _ - - - - -",
          "B: _ _ _ - - - _"],
         "    _ _ - - - _ _",
+    ),
+    (
+        "same start in both sets",
+        ["A: _ - - - _ _ _"],
+        ["B: _ - - _ _ - _"],
+        "    _ - - _ _ _ _",
+    ),
+    (
+        "a long interval of B reaches over later ones of A",
+        ["A: _ - _ - _ _ -"],
+        ["B: - - - - - _ _",
+         "B: _ _ - _ _ _ _"],
+        "    _ - _ - _ _ _",
     ),
     (
         "pieces split by gaps of either set",
@@ -231,5 +284,27 @@ def test_union_and_intersect_agree_with_counting_cells(
     union = _rows(con, "SELECT start_ns, end_ns FROM interval_union(a) ORDER BY start_ns")
     assert all(end < next_start for (_, end), (next_start, _) in itertools.pairwise(union))
     assert _cells([(s, e - s) for s, e in union]) == _cells(a)
-    both = _rows(con, "SELECT start_ns, end_ns FROM interval_intersect(a, b)")
+    both = _rows(con, "SELECT start_ns, end_ns FROM interval_intersect(a, b) ORDER BY start_ns")
     assert _cells([(s, e - s) for s, e in both]) == _cells(a) & _cells(b)
+    assert all(end < next_start for (_, end), (next_start, _) in itertools.pairwise(both))
+    gaps = _rows(con, "SELECT start_ns, end_ns FROM interval_gaps(a) ORDER BY start_ns")
+    assert gaps == [(end, next_start) for (_, end), (next_start, _) in itertools.pairwise(union)]
+    assert _rows(con, "SELECT length_ns FROM interval_length(a)") == ([(len(_cells(a)),)] if a else [])
+
+
+@settings(max_examples=60, deadline=None)
+@given(comm=_INTERVALS, compute=_INTERVALS, other=_INTERVALS)
+def test_comm_breakdown_agrees_with_counting_cells(
+    con: duckdb.DuckDBPyConnection,
+    comm: list[tuple[int, int]],
+    compute: list[tuple[int, int]],
+    other: list[tuple[int, int]],
+) -> None:
+    con.execute("CREATE OR REPLACE TEMP TABLE k (part VARCHAR, start_ns BIGINT, end_ns BIGINT, category VARCHAR)")
+    for category, intervals in (("comm", comm), ("compute", compute), ("memcpy", other)):
+        for start, length in intervals:
+            con.execute("INSERT INTO k VALUES ('p', ?, ?, ?)", [start, start + length, category])
+    got = _rows(con, "SELECT kernels, busy_ns, comm_ns, compute_ns, overlap_ns FROM comm_breakdown(k)")
+    kernels = len(comm) + len(compute) + len(other)
+    cells = (_cells(comm + compute + other), _cells(comm), _cells(compute), _cells(comm) & _cells(compute))
+    assert got == ([(kernels, *(len(c) for c in cells))] if kernels else [])

@@ -14,54 +14,65 @@
 -- Defined as Holistic Trace Analysis defines compute/communication overlap: the union of the communication
 -- kernels intersected with the union of the compute kernels; rows of any other category (memcpy, memset)
 -- count towards busy_ns only. The four lengths equal interval_length of each set and of interval_intersect
--- of the comm and compute sets (tests/test_sql_queries.py checks this), computed in one sweep instead of six:
--- emit +1 at each start and -1 at each end, counted apart for all kernels, comm kernels and compute kernels,
--- and sort the events of a partition by time. Between two consecutive events the running counts say which
--- kernels are open: the stretch is busy when any is, comm when a comm kernel is, compute when a compute kernel
--- is, and overlapped when both a comm and a compute kernel are.
+-- of the comm and compute sets (tests/test_sql_queries.py checks this), computed in one sort instead of six:
+-- order the kernels of a partition by start; as in interval_length, each kernel adds to the union of a class
+-- the part of it beyond the latest end of the earlier kernels of that class. The overlap is what the comm and
+-- compute unions count twice: comm + compute - the union of the kernels of either class.
 CREATE OR REPLACE MACRO comm_breakdown(tbl) AS TABLE
 WITH
-    -- The partition columns packed into one struct key, with each kernel's interval and category.
+    -- The partition columns packed into one struct key, with each kernel's interval and class.
     _keyed AS (
         SELECT
             struct_pack(*COLUMNS(* EXCLUDE (start_ns, end_ns, category))) AS _key,
             start_ns,
             end_ns,
-            CASE WHEN category = 'comm' THEN 1 ELSE 0 END AS is_comm,
-            CASE WHEN category = 'compute' THEN 1 ELSE 0 END AS is_compute
+            coalesce(category = 'comm', false) AS is_comm,
+            coalesce(category = 'compute', false) AS is_compute
         FROM query_table(tbl)
     ),
-    -- One event per boundary: +1 at a start, -1 at an end, for all kernels and for each class.
-    _events AS (
-        SELECT _key, start_ns AS t, 1 AS d_all, is_comm AS d_comm, is_compute AS d_compute FROM _keyed
-        UNION ALL
-        SELECT _key, end_ns AS t, -1 AS d_all, -is_comm AS d_comm, -is_compute AS d_compute FROM _keyed
-    ),
-    -- Kernels open after each event, per class, and the time until the next event.
-    _open AS (
+    -- The latest end among the earlier kernels: all, comm, compute, and comm or compute ones.
+    _reach AS (
         SELECT
             _key,
-            t,
-            d_all,
-            sum(d_all) OVER w AS n_all,
-            sum(d_comm) OVER w AS n_comm,
-            sum(d_compute) OVER w AS n_compute,
-            lead(t) OVER w - t AS stretch_ns
-        FROM _events
-        WINDOW w AS (PARTITION BY _key ORDER BY t, d_all DESC ROWS UNBOUNDED PRECEDING)
+            start_ns,
+            end_ns,
+            is_comm,
+            is_compute,
+            max(end_ns) OVER w AS all_ns,
+            max(end_ns) FILTER (is_comm) OVER w AS comm_ns,
+            max(end_ns) FILTER (is_compute) OVER w AS compute_ns,
+            max(end_ns) FILTER (is_comm OR is_compute) OVER w AS either_ns
+        FROM _keyed
+        WINDOW w AS (PARTITION BY _key ORDER BY start_ns, end_ns ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
     ),
-    -- Count and extent of the kernels, and the lengths of the stretches per class of open kernels.
+    -- What each kernel adds to the union of each class it belongs to (0 for a class it is not in).
+    _added AS (
+        SELECT
+            _key,
+            start_ns,
+            end_ns,
+            greatest(end_ns - greatest(start_ns, coalesce(all_ns, start_ns)), 0) AS all_ns,
+            CASE WHEN is_comm THEN greatest(end_ns - greatest(start_ns, coalesce(comm_ns, start_ns)), 0) END
+                AS comm_ns,
+            CASE WHEN is_compute THEN greatest(end_ns - greatest(start_ns, coalesce(compute_ns, start_ns)), 0) END
+                AS compute_ns,
+            CASE
+                WHEN is_comm OR is_compute THEN greatest(end_ns - greatest(start_ns, coalesce(either_ns, start_ns)), 0)
+            END AS either_ns
+        FROM _reach
+    ),
+    -- Count and extent of the kernels, and the union lengths per class.
     _lengths AS (
         SELECT
             _key,
-            count(*) FILTER (d_all = 1) AS kernels,
-            min(t) AS first_start_ns,
-            max(t) AS last_end_ns,
-            coalesce(sum(stretch_ns) FILTER (n_all > 0), 0)::BIGINT AS busy_ns,
-            coalesce(sum(stretch_ns) FILTER (n_comm > 0), 0)::BIGINT AS comm_ns,
-            coalesce(sum(stretch_ns) FILTER (n_compute > 0), 0)::BIGINT AS compute_ns,
-            coalesce(sum(stretch_ns) FILTER (n_comm > 0 AND n_compute > 0), 0)::BIGINT AS overlap_ns
-        FROM _open
+            count(*) AS kernels,
+            least(min(start_ns), min(end_ns)) AS first_start_ns,
+            greatest(max(start_ns), max(end_ns)) AS last_end_ns,
+            sum(all_ns)::BIGINT AS busy_ns,
+            coalesce(sum(comm_ns), 0)::BIGINT AS comm_ns,
+            coalesce(sum(compute_ns), 0)::BIGINT AS compute_ns,
+            coalesce(sum(either_ns), 0)::BIGINT AS either_ns
+        FROM _added
         GROUP BY _key
     )
 SELECT
@@ -72,5 +83,5 @@ SELECT
     busy_ns,
     comm_ns,
     compute_ns,
-    overlap_ns
+    comm_ns + compute_ns - either_ns AS overlap_ns
 FROM _lengths;

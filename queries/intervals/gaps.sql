@@ -6,20 +6,26 @@
 -- @column end_ns ns: end of the gap (start of the merged interval after it)
 -- @example WITH k AS (SELECT rank, step, start_ns, end_ns FROM gpu_activity WHERE kind = 'kernel') FROM interval_gaps(k)
 
--- Merge the intervals (interval_union); each merged interval but the last opens a gap that the next one closes.
--- Time before the first and after the last interval of a partition is not a gap.
+-- The gaps of interval_union's merged intervals, found in one sort: order the intervals of a partition by start;
+-- the running maximum of the ends up to an interval is how far the merged interval in progress reaches, and
+-- when the next interval starts after that reach, the time between them is a gap. Touching intervals leave no
+-- gap; time before the first and after the last interval of a partition is not a gap.
 CREATE OR REPLACE MACRO interval_gaps(tbl) AS TABLE
 WITH
-    -- The merged intervals with the partition packed into one struct key.
+    -- The partition columns packed into one struct key, so any set of columns can partition.
     _keyed AS (
         SELECT struct_pack(*COLUMNS(* EXCLUDE (start_ns, end_ns))) AS _key, start_ns, end_ns
-        FROM interval_union(tbl)
+        FROM query_table(tbl)
     ),
-    -- Each merged interval with the start of the next one.
-    _next AS (
-        SELECT _key, end_ns, lead(start_ns) OVER (PARTITION BY _key ORDER BY start_ns) AS next_start_ns
+    -- The latest end up to each interval and the start of the interval after it.
+    _reach AS (
+        SELECT
+            _key,
+            max(end_ns) OVER w AS reach_ns,
+            lead(start_ns) OVER w AS next_start_ns
         FROM _keyed
+        WINDOW w AS (PARTITION BY _key ORDER BY start_ns, end_ns ROWS UNBOUNDED PRECEDING)
     )
-SELECT unnest(_key), end_ns AS start_ns, next_start_ns AS end_ns
-FROM _next
-WHERE next_start_ns IS NOT NULL;
+SELECT unnest(_key), reach_ns AS start_ns, next_start_ns AS end_ns
+FROM _reach
+WHERE next_start_ns > reach_ns;

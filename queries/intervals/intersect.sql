@@ -7,39 +7,41 @@
 -- @column end_ns ns: end of that piece (pieces of one partition are disjoint)
 -- @example WITH c AS (SELECT rank, start_ns, end_ns FROM gpu_activity WHERE category = 'comm'), k AS (SELECT rank, start_ns, end_ns FROM gpu_activity WHERE category = 'compute') FROM interval_intersect(c, k)
 
--- Algorithm: merge each set first (interval_union), so within one set nothing overlaps. Then emit +1 at each
--- start and -1 at each end of both sets and sort by time (starts before ends at equal times). The running sum
--- is now 2 exactly where a piece of a and a piece of b are both open; each event whose sum is 2 opens a piece
--- that lasts until the next event of the partition. Zero-length pieces are dropped.
+-- Algorithm (one sort of both sets together, then interval_union of the pieces): order the intervals of a
+-- partition of both sets by start. The latest end among the other set's intervals that sort before an interval
+-- belongs to one that started no later and so covers the time from this interval's start up to that end; the
+-- interval is covered by both sets from its start to the earlier of its own end and that end. Every instant
+-- covered by both sets lies in such a piece: the piece of whichever of the two covering intervals sorts later.
+-- The pieces overlap where either set overlaps itself, so they are merged (interval_union); zero-length pieces
+-- are dropped.
 CREATE OR REPLACE MACRO interval_intersect(a, b) AS TABLE
 WITH
-    -- Both sets merged, one after the other.
+    -- Both sets, one after the other, each interval marked with its set.
     _both AS (
-        FROM interval_union(a)
+        SELECT *, false AS _in_b FROM query_table(a)
         UNION ALL
-        FROM interval_union(b)
+        SELECT *, true AS _in_b FROM query_table(b)
     ),
     -- The partition columns packed into one struct key.
     _keyed AS (
-        SELECT struct_pack(*COLUMNS(* EXCLUDE (start_ns, end_ns))) AS _key, start_ns, end_ns
+        SELECT struct_pack(*COLUMNS(* EXCLUDE (start_ns, end_ns, _in_b))) AS _key, start_ns, end_ns, _in_b
         FROM _both
     ),
-    -- One event per boundary: +1 at a start, -1 at an end.
-    _events AS (
-        SELECT _key, start_ns AS t, 1 AS delta FROM _keyed
-        UNION ALL
-        SELECT _key, end_ns AS t, -1 AS delta FROM _keyed
-    ),
-    -- Number of sets covering the time after each event, and the time of the next event.
-    _depth AS (
+    -- The latest end among the other set's intervals that sort before each interval.
+    _other AS (
         SELECT
             _key,
-            t,
-            sum(delta) OVER w AS depth,
-            lead(t) OVER w AS next_t
-        FROM _events
-        WINDOW w AS (PARTITION BY _key ORDER BY t, delta DESC ROWS UNBOUNDED PRECEDING)
+            start_ns,
+            end_ns,
+            CASE WHEN _in_b THEN max(end_ns) FILTER (NOT _in_b) OVER w ELSE max(end_ns) FILTER (_in_b) OVER w END
+                AS other_reach_ns
+        FROM _keyed
+        WINDOW w AS (PARTITION BY _key ORDER BY start_ns, end_ns ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)
+    ),
+    -- The part of each interval that the other set covers, where it is not empty.
+    _pieces AS (
+        SELECT unnest(_key), start_ns, least(end_ns, other_reach_ns) AS end_ns
+        FROM _other
+        WHERE other_reach_ns > start_ns AND end_ns > start_ns
     )
-SELECT unnest(_key), t AS start_ns, next_t AS end_ns
-FROM _depth
-WHERE depth = 2 AND next_t > t;
+FROM interval_union(_pieces);

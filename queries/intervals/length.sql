@@ -5,8 +5,25 @@
 -- @column length_ns ns: length of the union of the partition's intervals
 -- @example WITH k AS (SELECT rank, start_ns, end_ns FROM gpu_activity WHERE kind = 'kernel') FROM interval_length(k)
 
--- The sum of the lengths of the merged intervals (interval_union), which do not overlap.
+-- The length of interval_union's merged intervals, found in one sort: order the intervals of a partition by
+-- start; each adds the part of it that lies beyond the latest end of the intervals before it (nothing when it
+-- ends before that end).
 CREATE OR REPLACE MACRO interval_length(tbl) AS TABLE
-SELECT COLUMNS(* EXCLUDE (start_ns, end_ns)), sum(end_ns - start_ns)::BIGINT AS length_ns
-FROM interval_union(tbl)
-GROUP BY ALL;
+WITH
+    -- The partition columns packed into one struct key, so any set of columns can partition.
+    _keyed AS (
+        SELECT struct_pack(*COLUMNS(* EXCLUDE (start_ns, end_ns))) AS _key, start_ns, end_ns
+        FROM query_table(tbl)
+    ),
+    -- Each interval's time not covered by the intervals that sort before it.
+    _added AS (
+        SELECT
+            _key,
+            greatest(end_ns - greatest(start_ns, coalesce(max(end_ns) OVER (
+                PARTITION BY _key ORDER BY start_ns, end_ns ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
+            ), start_ns)), 0) AS added_ns
+        FROM _keyed
+    )
+SELECT unnest(_key), sum(added_ns)::BIGINT AS length_ns
+FROM _added
+GROUP BY _key;

@@ -6,12 +6,14 @@
 -- @column end_ns ns: end of a merged interval (intervals of one partition are disjoint and do not touch)
 -- @example WITH k AS (SELECT rank, start_ns, end_ns FROM gpu_activity) FROM interval_union(k)
 
--- Algorithm (one sort): order the intervals of a partition by start. An interval opens a new merged interval
--- (an "island") when it starts after every earlier interval has ended, i.e. after the running maximum of the
--- earlier ends; otherwise it overlaps or touches the island in progress. Numbering the openings with a running
--- sum gives each interval its island, which spans min(start) to max(end) of its intervals. This is the
--- "+1 at each start, -1 at each end" count of open intervals (see interval_intersect) read differently: the
--- count drops to 0 exactly where the running maximum of the ends lies before the next start.
+-- Algorithm (one sort of every interval, one of the last interval of each merged one): order the intervals of a
+-- partition by start. The running maximum of the ends up to an interval is how far the merged interval in
+-- progress reaches; when the next interval starts after that reach, the merged interval ends there (this
+-- interval "closes" it) and the next one starts at that next start. So each closing interval gives a merged
+-- interval's end (its reach), and the closing interval before it gives its start (that one's next start; the
+-- partition's first start for the first). This is the "+1 at each start, -1 at each end" count of open
+-- intervals (see interval_intersect) read differently: the count drops to 0 exactly where the running maximum
+-- of the ends lies before the next start. Only the closing intervals are sorted a second time.
 CREATE OR REPLACE MACRO interval_union(tbl) AS TABLE
 WITH
     -- The partition columns packed into one struct key, so any set of columns can partition.
@@ -19,27 +21,26 @@ WITH
         SELECT struct_pack(*COLUMNS(* EXCLUDE (start_ns, end_ns))) AS _key, start_ns, end_ns
         FROM query_table(tbl)
     ),
-    -- The latest end among the intervals that sort before each one.
+    -- The latest end up to each interval, the start of the interval after it and the partition's first start.
     _reach AS (
         SELECT
             _key,
-            start_ns,
-            end_ns,
-            max(end_ns) OVER (
-                PARTITION BY _key ORDER BY start_ns, end_ns ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING
-            ) AS reach_ns
+            max(end_ns) OVER w AS reach_ns,
+            lead(start_ns) OVER w AS next_start_ns,
+            first_value(start_ns) OVER w AS first_start_ns
         FROM _keyed
+        WINDOW w AS (PARTITION BY _key ORDER BY start_ns, end_ns ROWS UNBOUNDED PRECEDING)
     ),
-    -- Island number: how many intervals up to this one started after everything before them had ended.
-    _islands AS (
+    -- The intervals that close a merged interval (nothing after them starts before their reach), each with
+    -- the start after the closing interval before it.
+    _closing AS (
         SELECT
             _key,
-            start_ns,
-            end_ns,
-            sum(CASE WHEN reach_ns IS NULL OR start_ns > reach_ns THEN 1 ELSE 0 END)
-                OVER (PARTITION BY _key ORDER BY start_ns, end_ns ROWS UNBOUNDED PRECEDING) AS island
+            reach_ns,
+            first_start_ns,
+            lag(next_start_ns) OVER (PARTITION BY _key ORDER BY reach_ns) AS opened_ns
         FROM _reach
+        WHERE next_start_ns IS NULL OR next_start_ns > reach_ns
     )
-SELECT unnest(_key), min(start_ns) AS start_ns, max(end_ns) AS end_ns
-FROM _islands
-GROUP BY _key, island;
+SELECT unnest(_key), coalesce(opened_ns, first_start_ns) AS start_ns, reach_ns AS end_ns
+FROM _closing;
