@@ -152,9 +152,7 @@ class LoadedSource:
     clock_anchor_ns: int | None = None
     partial: bool = False
     warnings: tuple[str, ...] = field(default_factory=tuple)
-    # Set when the backend computed these while inserting, so that common.finish_run skips the pass.
-    linked: bool = False
-    classified: bool = False
+    # Set when the backend nested the CPU ranges while inserting, so that common.finish_run skips the pass.
     ranges_nested: bool = False
 
 
@@ -367,9 +365,7 @@ def load_run(con: duckdb.DuckDBPyConnection, source: Source, label: str, options
             None if window is None else (window.start_ns, window.end_ns, window.relative),
             options.steps,
         )
-    common.finish_run(
-        con, run_id, options.comm_patterns, classified=loaded.classified, ranges_nested=loaded.ranges_nested
-    )
+    common.finish_run(con, run_id, ranges_nested=loaded.ranges_nested)
     return run_id
 
 

@@ -1,8 +1,9 @@
 """Steps every backend shares once its rows are in the schema's tables.
 
 Reads and writes: the schema's tables for one run (`run_id`). Backends call `short_names_table`,
-`kernel_class_table`, `launch_table` and `range_nesting_sql` while loading; `finish_run` then classifies
-kernels and nests CPU ranges where a backend did not, and records the run's span and counters in `ingest_stats`.
+`kernel_class_table`, `launch_table` and `range_nesting_sql` while loading; `finish_run` then nests CPU ranges
+where a backend did not (after --time-window/--steps cuts), and records the run's span and counters in
+`ingest_stats`.
 """
 
 from __future__ import annotations
@@ -72,27 +73,6 @@ def short_names_table(con: duckdb.DuckDBPyConnection, names_sql: str, table: str
         "SELECT name::VARCHAR AS name, short_name::VARCHAR AS short_name FROM _short_names_frame"
     )
     con.unregister("_short_names_frame")
-
-
-def classify_kernels(con: duckdb.DuckDBPyConnection, run_id: int, extra_comm_patterns: tuple[str, ...] = ()) -> None:
-    """Set category/comm_op of the run's kernels from the classification table (first match wins).
-
-    Kernels a backend already marked `comm` (from collective args) keep that mark.
-    """
-    kernel_class_table(
-        con,
-        f"""SELECT DISTINCT name FROM gpu_activity
-            WHERE run_id = {int(run_id)} AND kind = 'kernel' AND category = 'compute'""",
-        extra_comm_patterns,
-    )
-    con.execute(
-        """
-        UPDATE gpu_activity g SET category = nc.category, comm_op = nc.comm_op
-        FROM _name_class nc
-        WHERE g.run_id = ? AND g.kind = 'kernel' AND g.category = 'compute' AND g.name = nc.name
-        """,
-        [run_id],
-    )
 
 
 def kernel_class_table(
@@ -188,41 +168,43 @@ def range_nesting_table(con: duckdb.DuckDBPyConnection, ranges: str) -> None:
     con.execute(f"CREATE OR REPLACE TEMP TABLE _range_parent AS {range_nesting_sql(ranges)}")
 
 
-def range_nesting_sql(ranges: str) -> str:
-    """A query of (range_id, depth, parent_id): nesting among the ranges of one thread.
+def range_nesting_sql(
+    ranges: str, thread: str = "rank, pid, tid", key: str = "range_id", nests: str = "kind <> 'mark'"
+) -> str:
+    """A query of (`key`, depth, parent_id): nesting among the ranges of one thread.
 
-    `ranges` is a table, CTE or parenthesized query with range_id, rank, pid, tid, start_ns, end_ns and kind.
-    Ranges are ordered by (start, longer first). Depth is the number of ranges of the thread open at a
-    range's start (+1 at each start, -1 at each end, ends before starts at equal times); the parent is the
+    `ranges` is a table, CTE or parenthesized query with `key`, the `thread` columns (together they name a
+    thread), start_ns and end_ns; only its rows where `nests` holds take part (marks do not nest and are absent).
+    Ranges are ordered by (start, longer first). Depth is the number of ranges of the thread open at a range's
+    start (+1 at each start, -1 at each end, ends before starts at equal times); the parent is the
     latest-starting range one level up that started no later (an ASOF join). parent_id is meaningful only
-    where depth > 0. Marks do not nest and are absent. A backend may run it inside its INSERT, so that nothing
-    of it is kept in a temp table until the ingest commits.
+    where depth > 0. A backend may run it inside its INSERT, so that nothing of it is kept in a temp table until
+    the ingest commits; the fewer and narrower the thread columns, the cheaper its sort (nsys packs a thread
+    into one BIGINT).
 
     The running sum is one window over all threads, ordered by thread first, not one per thread: each range's
     two edges are on its thread, so every thread's edges sum to 0 and the sum restarts at 0 where the next
     thread begins. Measured with DuckDB 2.0 on 1.3 M edges: 0.25 s; PARTITION BY rank, pid, tid took 1.3 s.
     """
+    same_thread = " AND ".join(f"c.{c.strip()} IS NOT DISTINCT FROM p.{c.strip()}" for c in thread.split(","))
     return f"""
         WITH r AS (
-            SELECT range_id, rank, pid, tid, start_ns, end_ns FROM {ranges} WHERE kind <> 'mark'
+            SELECT {key} AS id, {thread}, start_ns, end_ns FROM {ranges} WHERE {nests}
         ), edges AS (
-            SELECT rank, pid, tid, start_ns AS t, 1 AS delta, -end_ns AS tiebreak, range_id FROM r
+            SELECT {thread}, start_ns AS t, 1 AS delta, -end_ns AS tiebreak, id FROM r
             UNION ALL
-            SELECT rank, pid, tid, end_ns AS t, -1 AS delta, NULL, NULL FROM r
+            SELECT {thread}, end_ns AS t, -1 AS delta, NULL, NULL FROM r
         ), running AS (
-            SELECT range_id, rank, pid, tid, t,
-                   sum(delta) OVER (ORDER BY rank, pid, tid, t, delta, tiebreak, range_id
-                                    ROWS UNBOUNDED PRECEDING) - 1 AS depth
+            SELECT id, {thread}, t,
+                   sum(delta) OVER (ORDER BY {thread}, t, delta, tiebreak, id ROWS UNBOUNDED PRECEDING) - 1 AS depth
             FROM edges
         ), depths AS MATERIALIZED (  -- each range's depth at its start
-            SELECT range_id, rank, pid, tid, t AS start_ns, greatest(depth, 0)::INTEGER AS depth
-            FROM running WHERE range_id IS NOT NULL
+            SELECT id, {thread}, t AS start_ns, greatest(depth, 0)::INTEGER AS depth
+            FROM running WHERE id IS NOT NULL
         )
-        SELECT c.range_id, c.depth, p.range_id AS parent_id
+        SELECT c.id AS {key}, c.depth, p.id AS parent_id
         FROM depths c
-        ASOF LEFT JOIN depths p
-          ON c.rank = p.rank AND c.pid IS NOT DISTINCT FROM p.pid AND c.tid IS NOT DISTINCT FROM p.tid
-         AND c.depth = p.depth + 1 AND c.start_ns >= p.start_ns
+        ASOF LEFT JOIN depths p ON {same_thread} AND c.depth = p.depth + 1 AND c.start_ns >= p.start_ns
         """
 
 
@@ -361,20 +343,11 @@ def record_link_stats(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
         )
 
 
-def finish_run(
-    con: duckdb.DuckDBPyConnection,
-    run_id: int,
-    extra_comm_patterns: tuple[str, ...] = (),
-    classified: bool = False,
-    ranges_nested: bool = False,
-) -> None:
-    """Classification, nesting, span and counters: everything that is the same for every backend.
+def finish_run(con: duckdb.DuckDBPyConnection, run_id: int, ranges_nested: bool = False) -> None:
+    """Nesting, span and counters: what is the same for every backend.
 
-    A backend that already classified kernels (kernel_class_table) or nested ranges (range_nesting_table)
-    while inserting says so, and that pass is skipped.
+    A backend that nested ranges while inserting (range_nesting_sql) says so, and that pass is skipped.
     """
-    if not classified:
-        classify_kernels(con, run_id, extra_comm_patterns)
     if not ranges_nested:
         compute_range_nesting(con, run_id)
     record_link_stats(con, run_id)

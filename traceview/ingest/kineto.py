@@ -147,8 +147,6 @@ def merge_results(results: list[FileResult]) -> LoadedSource:
         clock_anchor_ns=min(anchors) if anchors else None,
         partial=any(r.partial for r in results),
         warnings=tuple(w for r in results for w in r.warnings),
-        linked=True,
-        classified=True,
         ranges_nested=True,
     )
 

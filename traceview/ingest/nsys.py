@@ -101,8 +101,6 @@ def load(con: duckdb.DuckDBPyConnection, source: Source, run_id: int, options: I
         profiler_version="; ".join(dict.fromkeys(versions)),
         clock_anchor_ns=first_anchor,
         warnings=tuple(warnings),
-        linked=True,
-        classified=True,
         # Nesting is computed while inserting; a window (--time-window, --steps) deletes ranges after that, and
         # common.finish_run then nests what is left, as before.
         ranges_nested=options.time_window is None and not options.steps,
@@ -516,11 +514,11 @@ def _insert_cpu_ranges(con: duckdb.DuckDBPyConnection, params: dict[str, int]) -
     """NVTX ranges (kind nvtx) and marks (kind mark), nested on their thread while inserting; domain is the domain's
     name, NULL for the default domain.
 
-    The nesting is common.range_nesting_sql's (same depth and parent), narrowed for speed: it runs on a narrow CTE
-    (no names), a thread is one key ((pid << 24) | tid; the rank follows from the pid), and the wide columns are
-    joined in once, at the end. Measured with DuckDB 2.0 on 6.4 M ranges under a 1 GiB cap, 2 cores: 11.0 s instead
-    of 13.2 s in the ingest (the edge window sorts 667 MB instead of 871, the ASOF join 229 MB instead of 331, and the
-    named ranges are no longer materialized, spilled and read 3 times; 2.5 GB spilled instead of 5.5)."""
+    The nesting (common.range_nesting_sql) runs on a narrow CTE (no names), a thread is one key
+    ((pid << 24) | tid; the rank follows from the pid), and the wide columns are joined in once, at the end.
+    Measured with DuckDB 2.0 on 6.4 M ranges under a 1 GiB cap, 2 cores: 11.0 s instead of 13.2 s in the ingest
+    (the edge window sorts 667 MB instead of 871, the ASOF join 229 MB instead of 331, and the named ranges are
+    no longer materialized, spilled and read 3 times; 2.5 GB spilled instead of 5.5)."""
     marks = ", ".join(map(str, NVTX_MARK_TYPES))
     domain_rows = f"SELECT 1 FROM _nnvtx WHERE event_type = {NVTX_DOMAIN_CREATE} LIMIT 1"
     has_domains = bool(con.execute(f"SELECT count(*) FROM ({domain_rows})").fetchall()[0][0])
@@ -551,28 +549,13 @@ def _insert_cpu_ranges(con: duckdb.DuckDBPyConnection, params: dict[str, int]) -
             WHERE e.event_type <> {NVTX_DOMAIN_CREATE}
         ), base AS (
             SELECT coalesce(max(range_id), 0) AS base FROM cpu_ranges WHERE run_id = $run
-        ), r AS (
-            SELECT n, (pid << 24) | tid AS thread, start_ns, end_ns FROM numbered WHERE NOT is_mark
-        ), edges AS (
-            SELECT thread, start_ns AS t, 1 AS delta, -end_ns AS tiebreak, n FROM r
-            UNION ALL
-            SELECT thread, end_ns AS t, -1 AS delta, NULL, NULL FROM r
-        ), running AS (  -- one window over all threads: see common.range_nesting_sql
-            SELECT n, thread, t,
-                   sum(delta) OVER (ORDER BY thread, t, delta, tiebreak, n ROWS UNBOUNDED PRECEDING) - 1 AS depth
-            FROM edges
-        ), depths AS MATERIALIZED (  -- each range's depth at its start
-            SELECT n, thread, t AS start_ns, greatest(depth, 0)::INTEGER AS depth FROM running WHERE n IS NOT NULL
-        ), nesting AS (
-            SELECT c.n, c.depth, p.n AS parent_n
-            FROM depths c
-            ASOF LEFT JOIN depths p
-              ON c.thread IS NOT DISTINCT FROM p.thread AND c.depth = p.depth + 1 AND c.start_ns >= p.start_ns
-        )
+        ), threads AS (
+            SELECT n, (pid << 24) | tid AS thread, start_ns, end_ns, is_mark FROM numbered
+        ), nesting AS ({common.range_nesting_sql("threads", thread="thread", key="n", nests="NOT is_mark")})
         SELECT $run, o.rank, base.base + o.n, o.pid, o.tid, o.start_ns, o.end_ns, o.is_mark OR NOT e.open,
                coalesce(e.text, ''), CASE WHEN o.is_mark THEN 'mark' ELSE 'nvtx' END,
                CASE WHEN coalesce(e.domain_id, 0) <> 0 THEN {domain_name} END,
-               coalesce(x.depth, 0), CASE WHEN x.depth > 0 THEN base.base + x.parent_n END
+               coalesce(x.depth, 0), CASE WHEN x.depth > 0 THEN base.base + x.parent_id END
         FROM numbered o
         JOIN _nnvtx_closed e ON e.row = o.row
         CROSS JOIN base
