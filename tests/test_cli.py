@@ -96,3 +96,13 @@ def test_usage_errors_exit_2_without_a_traceback() -> None:
     for args in (["no-such-command"], ["ingest"], ["diff"]):
         result = traceview(*args)
         assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize(("limit", "words"), [("lots", "bad --memory-limit 'lots'"), ("1MB", "out of memory under")])
+def test_a_bad_or_too_small_memory_limit_is_one_line_and_no_database(limit: str, words: str, tmp_path: Path) -> None:
+    db = tmp_path / "out.db"
+    result = traceview("ingest", HTA / "trace_filter/sampled_rank-0.json.gz", "-o", db, "--memory-limit", limit)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and words in lines[0], result.stderr
+    assert not any(tmp_path.glob("out.db*"))
