@@ -129,7 +129,8 @@ def memory_budget(data_bytes: int) -> int:
     """DuckDB's memory cap, in bytes, for writing `data_bytes`: that much, at least 1 GiB (below that a small
     trace would spill for nothing), at most DuckDB's own default (80% of RAM).
 
-    A 1 GB Kineto trace peaks at ~1.3 GB of RSS with the cap, 1.7 GB without, for the same CPU time. Only
+    A 1 GB Kineto trace peaks at ~1.3 GB of RSS with the cap, 1.7-1.8 GB without, for ~1 s more system time
+    (the spill) and the same wall time. Only
     what DuckDB can spill (its tables, sorts, joins) is bounded; Python's own memory is not. A statement that
     cannot spill enough fails with duckdb.OutOfMemoryException (api.ingest then ingests again without a cap).
     """
