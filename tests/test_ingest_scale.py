@@ -183,3 +183,15 @@ def test_a_user_cap_too_small_is_one_clear_error(tmp_path: Path) -> None:
     with pytest.raises(DatabaseError, match=r"out of memory under --memory-limit 1,048,576 bytes.*--memory-limit none"):
         traceview.ingest([SAMPLES / "eager.pt.trace.json.gz"], database, IngestOptions(memory_limit=1 << 20))
     assert not database.exists()
+
+
+def test_running_out_of_memory_without_a_cap_says_what_to_do(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def out_of_memory(*args: object) -> object:
+        raise duckdb.OutOfMemoryException("Out of Memory Error: could not allocate block")
+
+    monkeypatch.setattr(traceview.api, "_ingest_once", out_of_memory)
+    database = tmp_path / "run.db"
+    with pytest.raises(DatabaseError, match=r"ran out of memory \(Out of Memory Error.*--steps, --time-window"):
+        traceview.ingest([SAMPLES / "eager.pt.trace.json.gz"], database, IngestOptions(memory_limit=0))
+    with pytest.raises(DatabaseError, match="ran out of memory"):  # automatic cap: lifted once, then the error
+        traceview.ingest([SAMPLES / "eager.pt.trace.json.gz"], database)

@@ -92,12 +92,19 @@ def _memory_cap(options: IngestOptions, source: Source) -> int | None:
 
 
 def _without_memory_cap(options: IngestOptions, database: str | Path, error: Exception) -> IngestOptions:
-    """Options to ingest again without a cap, when the cap was traceview's own; the user's own cap is an error."""
+    """Options to ingest again without a cap, when the cap was traceview's own; else a one-line error."""
     if options.memory_limit is None:
         return dataclasses.replace(options, memory_limit=0)
+    reason = str(error).splitlines()[0]
+    if options.memory_limit == 0:  # no cap, and still too little memory
+        raise DatabaseError(
+            database,
+            f"DuckDB ran out of memory ({reason})",
+            "free memory, or ingest part of the trace (--steps, --time-window)",
+        ) from error
     raise DatabaseError(
         database,
-        f"DuckDB ran out of memory under --memory-limit {options.memory_limit:,} bytes ({str(error).splitlines()[0]})",
+        f"DuckDB ran out of memory under --memory-limit {options.memory_limit:,} bytes ({reason})",
         "raise --memory-limit, or pass --memory-limit none",
     ) from error
 
