@@ -1,0 +1,258 @@
+"""The truth for every bare trace of the corpus, from its annotated twin, with the standard library only.
+
+Nothing here imports traceview: the truth must not come from the tool it checks.
+
+For each twin trace every kernel gets (step, layer) from the twin's own annotations:
+- step: the innermost step range (`decode_step_N`, `forward_step_N`, `prefill_step_0`) that contains the kernel's
+  launch call on the launching thread;
+- layer: the innermost `model.layers.N` range that contains the launch call; for a kernel replayed from a CUDA graph
+  (one graph launch, many kernels) the layer range that was open when its node was captured: in Kineto the i-th
+  activity of a replay is the i-th launch call made during the capture; in nsys the kernel's graph node (or the node
+  it was cloned from) was created on a thread at a time inside a layer range.
+The bare trace of the same model, mode and profiler runs the same kernels in the same order (checked: the sequence
+of kernel names must be identical), so each bare kernel takes the label of the twin kernel at the same position.
+
+`python truth.py [CORPUS_DIR]` writes truth.json there: per bare trace, per step, the kernel count of every layer and
+the kernels outside layers.
+"""
+
+from __future__ import annotations
+
+import bisect
+import gzip
+import json
+import lzma
+import re
+import sqlite3
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+STEP = re.compile(r"^(?:decode_step|forward_step|prefill_step)_(\d+)$")
+LAYER = re.compile(r"^model\.layers\.(\d+)$")
+LAUNCH = re.compile(r"(?i)launchkernel|memcpy.*async|memset.*async")
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One GPU kernel of a trace: its name, GPU start, and the labels the twin gives it."""
+
+    name: str
+    start: float
+    step: int | None = None
+    layer: int | None = None
+
+
+@dataclass(frozen=True)
+class Range:
+    name: str
+    start: float
+    end: float
+
+
+class Lanes:
+    """Annotation ranges per thread; `innermost(thread, t, pattern)` is the shortest range matching pattern at t."""
+
+    def __init__(self) -> None:
+        self.by_thread: dict[object, list[Range]] = {}
+
+    def add(self, thread: object, rng: Range) -> None:
+        self.by_thread.setdefault(thread, []).append(rng)
+
+    def innermost(self, thread: object, t: float, pattern: re.Pattern[str]) -> int | None:
+        best: Range | None = None
+        for r in self.by_thread.get(thread, ()):
+            if r.start <= t < r.end and pattern.match(r.name) and (best is None or r.end - r.start < best.end - best.start):
+                best = r
+        match = pattern.match(best.name) if best else None
+        return int(match.group(1)) if match else None
+
+
+# --- Kineto -------------------------------------------------------------------------------------------------------
+
+
+def kineto_events(path: Path) -> list[dict]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt") as fh:
+        data = json.load(fh)
+    return data["traceEvents"] if isinstance(data, dict) else data
+
+
+def kineto_kernels(path: Path) -> list[Kernel]:
+    """Every kernel of a Kineto trace, in GPU start order, labelled by the annotations in the same file."""
+    events = kineto_events(path)
+    calls = {e["args"]["correlation"]: e for e in events
+             if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    lanes = Lanes()
+    for e in events:
+        if e.get("cat") == "user_annotation" and e.get("ph") == "X":
+            lanes.add((e["pid"], e["tid"]), Range(e["name"], e["ts"], e["ts"] + e["dur"]))
+    gpu = sorted((e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and e.get("ph") == "X"),
+                 key=lambda e: (e["ts"], e["args"].get("correlation", 0)))
+    captured = _kineto_capture_layers(events, calls, lanes, {e["args"].get("correlation") for e in gpu})
+    replay_position: dict[int, int] = {}
+    kernels = []
+    for e in gpu:
+        call = calls.get(e["args"].get("correlation"))
+        step = layer = None
+        if call is not None:
+            thread = (call["pid"], call["tid"])
+            step = lanes.innermost(thread, call["ts"], STEP)
+            layer = lanes.innermost(thread, call["ts"], LAYER)
+            if "GraphLaunch" in call["name"]:
+                position = replay_position.get(id(call), 0)
+                replay_position[id(call)] = position + 1
+                layer = captured[position] if position < len(captured) else None
+        if e.get("cat") == "kernel":
+            kernels.append(Kernel(e["name"], e["ts"], step, layer))
+    return kernels
+
+
+def _kineto_capture_layers(events: list[dict], calls: dict, lanes: Lanes, ran: set) -> list[int | None]:
+    """Layer of each launch call made during a CUDA graph capture (a launch whose correlation ran nothing)."""
+    orphans = sorted((c for c in calls.values() if LAUNCH.search(c["name"]) and c["args"]["correlation"] not in ran),
+                     key=lambda c: c["ts"])
+    return [lanes.innermost((c["pid"], c["tid"]), c["ts"], LAYER) for c in orphans]
+
+
+# --- nsys SQLite --------------------------------------------------------------------------------------------------
+
+
+def open_sqlite(path: Path) -> sqlite3.Connection:
+    """An nsys export, decompressed first when stored as .sqlite.xz."""
+    if path.suffix == ".xz":
+        tmp = Path(tempfile.mkdtemp()) / path.stem
+        tmp.write_bytes(lzma.decompress(path.read_bytes()))
+        path = tmp
+    return sqlite3.connect(path)
+
+
+def nsys_kernels(path: Path) -> list[Kernel]:
+    """Every kernel of an nsys export, in GPU start order, labelled by its NVTX ranges."""
+    con = open_sqlite(path)
+    strings = dict(con.execute("SELECT id, value FROM StringIds"))
+    lanes = Lanes()
+    for start, end, text, text_id, tid in _rows(
+        con, "NVTX_EVENTS", "SELECT start, end, text, textId, globalTid FROM NVTX_EVENTS WHERE eventType = 59 AND end IS NOT NULL"
+    ):
+        lanes.add(tid, Range(text if text is not None else strings.get(text_id, ""), start, end))
+    calls = {corr: (start, tid) for corr, start, tid in con.execute(
+        "SELECT correlationId, start, globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME")}
+    nodes = _node_origins(con)
+    kernels = []
+    for name_id, start, corr, node in con.execute(
+        "SELECT demangledName, start, correlationId, graphNodeId FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start"
+    ):
+        step = layer = None
+        if corr in calls:
+            t, tid = calls[corr]
+            step = lanes.innermost(tid, t, STEP)
+            layer = lanes.innermost(tid, t, LAYER)
+        if node is not None and node in nodes:
+            created, tid = nodes[node]
+            layer = lanes.innermost(tid, created, LAYER)
+        kernels.append(Kernel(strings.get(name_id, ""), start, step, layer))
+    return kernels
+
+
+def _rows(con: sqlite3.Connection, table: str, sql: str) -> list[tuple]:
+    """The rows of `sql`, or none when the export has no `table` (nsys leaves out empty tables)."""
+    found = con.execute("SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = ?", [table]).fetchall()
+    return con.execute(sql).fetchall() if found[0][0] else []
+
+
+def _node_origins(con: sqlite3.Connection) -> dict[int, tuple[int, int]]:
+    """graph node id -> (creation time, thread) of the node it was first captured as."""
+    rows = _rows(con, "CUDA_GRAPH_NODE_EVENTS",
+                 "SELECT graphNodeId, originalGraphNodeId, start, globalTid FROM CUDA_GRAPH_NODE_EVENTS")
+    first: dict[int, tuple[int | None, int, int]] = {}
+    for node, original, start, tid in sorted(rows, key=lambda r: r[2]):
+        known = first.get(node)
+        # a node of an instantiated graph has one creation row naming the captured node it was cloned from
+        first[node] = (known[0] if known and known[0] is not None else original, *(known or (None, start, tid))[1:])
+
+    def origin(node: int) -> tuple[int, int]:
+        seen = set()
+        while first[node][0] is not None and first[node][0] in first and node not in seen:
+            seen.add(node)
+            node = first[node][0]
+        return first[node][1], first[node][2]
+
+    return {node: origin(node) for node in first}
+
+
+# --- truth per bare trace -----------------------------------------------------------------------------------------
+
+
+def kernels_of(path: Path) -> list[Kernel]:
+    return nsys_kernels(path) if ".sqlite" in path.name else kineto_kernels(path)
+
+
+def twin_of(bare: Path) -> Path:
+    return bare.with_name(bare.name.replace("_bare", "_twin"))
+
+
+def transfer(bare: list[Kernel], twin: list[Kernel]) -> list[Kernel]:
+    """The twin's labels on the bare trace's kernels, position by position (the runs launch the same kernels).
+
+    Both sequences are compared kernel by kernel (a capture inside the twin's range runs no kernel); any difference is
+    an error. Kernels outside every step range of the twin (generate's sampling between forwards) have no step."""
+    if len(twin) > len(bare):  # kernels the twin ran while it captured its graph, before its first step
+        lead = next((i for i, k in enumerate(twin) if k.step is not None), 0)
+        twin = twin[: lead - (len(twin) - len(bare))] + twin[lead:] if len(twin) - len(bare) <= lead else twin
+    if [k.name for k in bare] != [k.name for k in twin]:
+        raise ValueError(f"bare and twin kernels differ ({len(bare)} vs {len(twin)})")
+    return [Kernel(b.name, b.start, t.step, t.layer) for b, t in zip(bare, twin, strict=True)]
+
+
+def per_step(kernels: list[Kernel]) -> list[dict]:
+    """Per step, in order: its kernels, layer -> kernel count, and the kernels outside every layer."""
+    steps: dict[int, dict] = {}
+    for k in kernels:
+        if k.step is None:
+            continue
+        row = steps.setdefault(k.step, {"step": k.step, "kernels": 0, "layers": {}, "outside": 0})
+        row["kernels"] += 1
+        if k.layer is None:
+            row["outside"] += 1
+        else:
+            row["layers"][k.layer] = row["layers"].get(k.layer, 0) + 1
+    out = []
+    for step in sorted(steps):
+        row = steps[step]
+        row["layers"] = [row["layers"][i] for i in sorted(row["layers"])]
+        out.append(row)
+    return out
+
+
+def truth(bare: Path) -> list[dict]:
+    """The true steps and layers of one bare trace of the corpus."""
+    return per_step(transfer(kernels_of(bare), kernels_of(twin_of(bare))))
+
+
+def corpus_files(root: Path) -> list[Path]:
+    return sorted(p for p in root.rglob("*_bare*") if p.suffix in (".gz", ".xz", ".sqlite", ".json"))
+
+
+def main() -> None:
+    root = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).parent
+    table = {}
+    for bare in corpus_files(root):
+        try:
+            table[str(bare.relative_to(root))] = truth(bare)
+        except ValueError as exc:
+            table[str(bare.relative_to(root))] = {"error": str(exc)}
+            print(f"{bare.name}: {exc}", file=sys.stderr)
+    (root / "truth.json").write_text(json.dumps(table, indent=1) + "\n")
+    for name, steps in table.items():
+        if isinstance(steps, dict):
+            continue
+        layers = {len(s["layers"]) for s in steps}
+        counts = sorted({c for s in steps for c in s["layers"]})
+        print(f"{name}: {len(steps)} steps, layers/step {layers}, kernels/layer {counts}, "
+              f"outside {[s['outside'] for s in steps]}")
+
+
+if __name__ == "__main__":
+    main()
