@@ -29,8 +29,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-STEP = re.compile(r"^(?:decode_step|forward_step|prefill_step)_(\d+)$")
-LAYER = re.compile(r"^model\.layers\.(\d+)$")
+STEP = re.compile(r"^(?:decode_step|forward_step|prefill_step)_(\d+)$|^ProfilerStep#(\d+)$")
+LAYER = re.compile(r"^model\.layers\.(\d+)$|^nn\.Module: TransformerBlock_(\d+)$")
 LAUNCH = re.compile(r"(?i)launchkernel|memcpy.*async|memset.*async")
 
 
@@ -66,7 +66,7 @@ class Lanes:
             if r.start <= t < r.end and pattern.match(r.name) and (best is None or r.end - r.start < best.end - best.start):
                 best = r
         match = pattern.match(best.name) if best else None
-        return int(match.group(1)) if match else None
+        return int(next(g for g in match.groups() if g is not None)) if match else None
 
 
 # --- Kineto -------------------------------------------------------------------------------------------------------
@@ -86,15 +86,15 @@ def kineto_kernels(path: Path) -> list[Kernel]:
              if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
     lanes = Lanes()
     for e in events:
-        if e.get("cat") == "user_annotation" and e.get("ph") == "X":
+        if e.get("cat") in ("user_annotation", "python_function") and e.get("ph") == "X":
             lanes.add((e["pid"], e["tid"]), Range(e["name"], e["ts"], e["ts"] + e["dur"]))
     gpu = sorted((e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and e.get("ph") == "X"),
-                 key=lambda e: (e["ts"], e["args"].get("correlation", 0)))
-    captured = _kineto_capture_layers(events, calls, lanes, {e["args"].get("correlation") for e in gpu})
+                 key=lambda e: (e["ts"], e.get("args", {}).get("correlation", 0)))
+    captured = _kineto_capture_layers(events, calls, lanes, {e.get("args", {}).get("correlation") for e in gpu})
     replay_position: dict[int, int] = {}
     kernels = []
     for e in gpu:
-        call = calls.get(e["args"].get("correlation"))
+        call = calls.get(e.get("args", {}).get("correlation"))
         step = layer = None
         if call is not None:
             thread = (call["pid"], call["tid"])
@@ -229,6 +229,36 @@ def per_step(kernels: list[Kernel]) -> list[dict]:
 def truth(bare: Path) -> list[dict]:
     """The true steps and layers of one bare trace of the corpus."""
     return per_step(transfer(kernels_of(bare), kernels_of(twin_of(bare))))
+
+
+def one_step(kernels: list[Kernel]) -> list[Kernel]:
+    """A trace of one forward pass: every kernel in step 0 (the vLLM prefill trace, whose step range the truth does
+    not need)."""
+    return [Kernel(k.name, k.start, 0, k.layer) for k in kernels]
+
+
+def qwen3_norm_truth(path: Path, layers: int = 36) -> list[dict]:
+    """SGLang's Qwen3-8B decode (graph replay, no layer ranges), counted from the model's structure: a Qwen3 layer
+    runs two RMSNorms over the hidden size (its input norm, then the post-attention norm; aiter's
+    `add_rmsnorm_quant_kernel` with 256 threads, the q/k norms use 64), the model one more (the final norm). Layer
+    i therefore starts at the (2i)-th hidden-size norm of the forward pass and the last layer ends where the final
+    norm (the (2L)-th) starts. The forward pass is the replay: the kernels of the one cudaGraphLaunch, and the
+    argmax after it; the kernels before the replay (one ran half a second earlier) prepare the batch."""
+    events = kineto_events(path)
+    kernels = sorted((e for e in events if e.get("cat") == "kernel"), key=lambda e: e["ts"])
+    replay = max({e["args"]["correlation"] for e in kernels}, key=lambda c: sum(e["args"]["correlation"] == c
+                                                                                 for e in kernels))
+    first = next(i for i, e in enumerate(kernels) if e["args"]["correlation"] == replay)
+    norms = [i for i, e in enumerate(kernels) if "add_rmsnorm_quant_kernel" in e["name"] and "Li256E" in e["name"]]
+    norms = [i for i in norms if i >= first]
+    if len(norms) != 2 * layers + 1:
+        raise ValueError(f"{path.name}: {len(norms)} hidden-size norms, expected {2 * layers + 1}")
+    layer_of: dict[int, int] = {}
+    for layer in range(layers):
+        for i in range(norms[2 * layer], norms[2 * layer + 2]):
+            layer_of[i] = layer
+    return per_step([Kernel(e["name"], e["ts"], 0 if i >= first else None, layer_of.get(i))
+                     for i, e in enumerate(kernels)])
 
 
 def corpus_files(root: Path) -> list[Path]:
