@@ -29,6 +29,7 @@ The algorithm, near-linear in the number of kernels:
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,7 +44,8 @@ AGREEING = 0.85  # mean agreement of consecutive layers that makes a fit trustwo
 NEAR_TIE = 0.9  # a shorter period wins when it covers at least this share of the best coverage
 MAX_CANDIDATES = 8
 MIN_COVERAGE = 0.2
-EXACT_OR_CONFIDENT = 0.9  # without two identical layers, the mean confidence a fit needs
+EXACT_OR_CONFIDENT = 0.8  # without two identical layers, the mean confidence a fit needs
+SPLIT_ALIKE = 0.75  # multiset similarity of the parts of a unit that holds several layers of alternating kinds
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,7 @@ class PeriodFit:
     coverage: float
     confidence: float
     agreement: float = 1.0
+    alike: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -84,12 +87,14 @@ def find_layers(codes: np.ndarray, min_layers: int = MIN_LAYERS) -> PeriodFit | 
     codes = dense(codes)
     stats = code_stats(codes)
     fits = [fit for period in candidate_periods(stats) if (fit := _fit(codes, stats, period, min_layers))]
-    return choose(fits)
+    best = choose(fits)
+    return split_alternating(codes, best) if best else None
 
 
 def choose(fits: list[PeriodFit]) -> PeriodFit | None:
     """The shortest period among the fits whose consecutive layers agree (kernel by kernel, aligned at their
-    starts or ends) and that cover nearly as much as the best; else the best coverage x agreement.
+    starts or ends) and that cover nearly as much as the best; else the best coverage x agreement (or x the
+    share of kernels consecutive layers have in common, when higher).
 
     Half layers (attention, then MLP) cover as much as layers but disagree with their neighbours; a unit of
     two layers (local and global attention) agrees better than one layer, but one layer agrees enough.
@@ -101,7 +106,63 @@ def choose(fits: list[PeriodFit]) -> PeriodFit | None:
     agreeing = [f for f in fits if f.agreement >= AGREEING and f.coverage >= NEAR_TIE * best]
     if agreeing:
         return min(agreeing, key=lambda f: (f.period, -f.coverage))
-    return max(fits, key=lambda f: (f.coverage * f.agreement, -f.period))
+    # layers whose expert loops differ in length disagree at their ends but share most of their kernels; expert
+    # blocks agree perfectly but cover only the loops
+    return max(fits, key=lambda f: (f.coverage * max(f.agreement, f.alike), -f.period))
+
+
+def split_alternating(codes: np.ndarray, fit: PeriodFit) -> PeriodFit:
+    """A unit of k layers of alternating kinds (local and global attention, k = 2..4) split into its layers.
+
+    The unit splits where its opening kernels (the input norm) come back at about j/k of its length and the parts
+    are alike (multiset similarity at least SPLIT_ALIKE, within a quarter of each other's length): two layers that
+    differ in a few attention kernels are alike; an attention half and an MLP half, which also open with a norm,
+    are not. Every layer of the fit is cut at the same offsets (its own length scaled, snapped to the nearest
+    opening), so each alternating layer becomes one layer."""
+    whole = [s for s in fit.layers if s.end - s.start == fit.period]
+    if not whole:
+        return fit
+    unit = codes[whole[0].start : whole[0].end]
+    head = unit[: min(3, len(unit))]
+    opens = _closing_hits(unit, head) - len(head)
+    for k in (2, 3, 4):
+        cuts = _cuts(unit, opens, k)
+        if cuts is not None:
+            return _split(codes, fit, cuts)
+    return fit
+
+
+def _cuts(unit: np.ndarray, opens: np.ndarray, k: int) -> list[int] | None:
+    """Offsets cutting `unit` into k alike parts at openings near j/k of its length, or None."""
+    length = len(unit)
+    cuts = []
+    for j in range(1, k):
+        near = opens[np.abs(opens - j * length / k) <= length / (4 * k)]
+        if not len(near):
+            return None
+        cuts.append(int(near[np.argmin(np.abs(near - j * length / k))]))
+    bounds = [0, *cuts, length]
+    parts = [unit[a:b] for a, b in itertools.pairwise(bounds)]
+    sizes = [len(p) for p in parts]
+    if min(sizes) < 2 or max(sizes) > 1.25 * min(sizes):
+        return None
+    for a, b in itertools.pairwise(parts):
+        shared = np.minimum(*(np.bincount(x, minlength=int(unit.max()) + 1) for x in (a, b))).sum()
+        if shared < SPLIT_ALIKE * max(len(a), len(b)):
+            return None
+    return cuts
+
+
+def _split(codes: np.ndarray, fit: PeriodFit, cuts: list[int]) -> PeriodFit:
+    layers = []
+    for span in fit.layers:
+        scale = (span.end - span.start) / fit.period
+        bounds = [span.start, *(span.start + round(c * scale) for c in cuts), span.end]
+        layers += [LayerSpan(a, b, span.confidence) for a, b in itertools.pairwise(bounds) if b > a]
+    period = round(fit.period / (len(cuts) + 1))
+    return PeriodFit(
+        tuple(layers), period, fit.coverage, fit.confidence, agreement(codes, layers), alike(codes, layers)
+    )
 
 
 def dense(codes: np.ndarray) -> np.ndarray:
@@ -152,19 +213,68 @@ def _fit(codes: np.ndarray, stats: _CodeStats, period: int, min_layers: int) -> 
     marks = np.flatnonzero(codes == anchor)
     unit_start, unit_len, copies = _unit(codes, marks, period)
     unit = codes[unit_start : unit_start + unit_len]
-    shift = _phase(codes, marks, unit)
-    starts = marks - shift
-    rotated = np.roll(unit, shift)
-    bounds = _trim(codes, _segments(codes, starts, rotated), rotated)
-    spans = _accepted(codes, bounds, rotated)
-    spans = _extend_left(codes, spans, rotated) + spans
+    marks = _without_strays(codes, marks, unit)
+    # the phase that makes most whole layers (layers of another kind before the first included), covering most
+    # kernels, most like the unit (a dense layer that begins with the embedding is less so); then the earliest
+    spans, rotated = max(
+        (_layers_at(codes, marks, unit, shift) for shift in _phases(codes, marks, unit)),
+        key=lambda r: (len(r[0]), sum(s.end - s.start for s in r[0]), sum(s.confidence for s in r[0])),
+    )
     if len(spans) < min_layers:
         return None
     covered = sum(s.end - s.start for s in spans)
     confidence = float(np.mean([s.confidence for s in spans]))
     if copies < 2 and _order_confidence(codes, spans, rotated) < EXACT_OR_CONFIDENT:
         return None  # no two layers are identical and their kernels do not follow each other alike
-    return PeriodFit(tuple(spans), unit_len, covered / len(codes), confidence, agreement(codes, spans))
+    return PeriodFit(
+        tuple(spans), unit_len, covered / len(codes), confidence, agreement(codes, spans), alike(codes, spans)
+    )
+
+
+def _without_strays(codes: np.ndarray, marks: np.ndarray, unit: np.ndarray) -> np.ndarray:
+    """The anchor's occurrences without those at either end that come too soon after (or before) the next one to
+    open a layer and sit among other kernels than in the unit: the same kernel in the prologue or epilogue (a
+    position update). A dense layer before MoE layers is short too, but its anchor has the unit's neighbours."""
+    length = len(unit)
+
+    def stray(mark: int, gap: int) -> bool:
+        return gap < (1 - REGULAR_TOLERANCE) * length and not _among_unit_neighbours(codes, mark, unit)
+
+    while len(marks) > MIN_LAYERS and stray(int(marks[0]), int(marks[1] - marks[0])):
+        marks = marks[1:]
+    while len(marks) > MIN_LAYERS and stray(int(marks[-1]), int(marks[-1] - marks[-2])):
+        marks = marks[:-1]
+    return marks
+
+
+def _among_unit_neighbours(codes: np.ndarray, mark: int, unit: np.ndarray, width: int = 2) -> bool:
+    """Whether the kernels around `mark` (`width` each side, one may differ) are those around the unit's anchor."""
+    context = np.concatenate([unit[-width:], unit[1 : width + 1]])
+    idx = mark + np.concatenate([np.arange(-width, 0), np.arange(1, width + 1)])
+    inside = (idx >= 0) & (idx < len(codes))
+    same = inside & (codes[np.clip(idx, 0, len(codes) - 1)] == context)
+    return int(same.sum()) >= len(context) - 1
+
+
+def _layers_at(
+    codes: np.ndarray, marks: np.ndarray, unit: np.ndarray, shift: int
+) -> tuple[list[LayerSpan], np.ndarray]:
+    """The layers when each starts `shift` kernels before its anchor, and the unit rotated to start there.
+
+    Layers of another kind before the first layer are left to `_extend_left`."""
+    rotated = np.roll(unit, shift)
+    bounds = _trim(codes, _segments(codes, marks - shift, rotated), rotated)
+    spans = _accepted(codes, bounds, rotated)
+    return _extend_left(codes, spans, rotated) + spans, rotated
+
+
+def alike(codes: np.ndarray, spans: list[LayerSpan] | tuple[LayerSpan, ...]) -> float:
+    """Mean over consecutive layers of the kernels they share (as multisets) over the longer one's length."""
+    if len(spans) < 2:
+        return 1.0
+    k = int(codes.max()) + 1
+    counts = [np.bincount(codes[s.start : s.end], minlength=k) for s in spans]
+    return float(np.mean([np.minimum(a, b).sum() / max(a.sum(), b.sum(), 1) for a, b in itertools.pairwise(counts)]))
 
 
 def agreement(codes: np.ndarray, spans: list[LayerSpan] | tuple[LayerSpan, ...]) -> float:
@@ -225,8 +335,51 @@ def _unit(codes: np.ndarray, marks: np.ndarray, period: int) -> tuple[int, int, 
     return starts[0], length, len(starts)
 
 
-def _phase(codes: np.ndarray, marks: np.ndarray, unit: np.ndarray) -> int:
-    """How many kernels before its anchor a layer starts: the leftmost extension of the repetition.
+def _phases(codes: np.ndarray, marks: np.ndarray, unit: np.ndarray) -> list[int]:
+    """How many kernels before its anchor a layer may start, earliest first: the phases that make whole layers.
+
+    Every phase cuts the layers between the first and the last alike (a rotation of the unit), so only the ends
+    decide. For each phase d, the first layer (from the first anchor that opens a unit-long layer) and the last
+    layer are compared kernel by kernel with the unit rotated to start d kernels before its anchor; the phases
+    matching most are all plausible (a prologue, or a layer of another kind, that ends like a layer; an epilogue
+    that starts like one). The caller keeps the one that finds most layers (a dense layer before MoE layers is
+    only found when its opening is cut like theirs; the leftmost extension of the repetition is tried too), and
+    among those the earliest boundary (largest d): the
+    epilogue of a pre-norm transformer opens with the final norm, the same kernels as a layer's opening norm, so
+    kernels that could belong to either side go after the last layer.
+    A first layer's first kernel that occurs nowhere else (a first norm with no residual to add) is not held
+    against it. Layers whose length varies (an expert loop) cannot be compared kernel by kernel: for them, the
+    leftmost extension of the repetition.
+    """
+    length = len(unit)
+    if length < 2:
+        return [0]
+    gaps = np.diff(marks)
+    whole = np.flatnonzero(gaps == length)
+    if len(whole) and np.any(np.abs(gaps[whole[0] :] - length) > 1):  # layer lengths vary after the first whole one
+        return [_phase_by_extension(codes, marks, unit)]
+    first = int(marks[whole[0]]) if len(whole) else int(marks[0])
+    last = int(marks[-1])
+    d = np.arange(length)
+    position = np.arange(length)
+    rotated = unit[(position[None, :] - d[:, None]) % length]  # rotated[d] starts d kernels before the anchor
+    score = _matches(codes, first - d, rotated) + _matches(codes, last - d, rotated)
+    plausible = [int(d) for d in np.flatnonzero(score == score.max())[::-1]]
+    return [*plausible, _phase_by_extension(codes, marks, unit)]
+
+
+def _matches(codes: np.ndarray, starts: np.ndarray, rotated: np.ndarray) -> np.ndarray:
+    """Per phase, how many kernels from `starts[d]` equal rotated[d] position by position (outside the sequence:
+    no match; a start before the sequence: -1, never chosen)."""
+    length = rotated.shape[1]
+    idx = starts[:, None] + np.arange(length)[None, :]
+    inside = (idx >= 0) & (idx < len(codes))
+    equal = inside & (codes[np.clip(idx, 0, len(codes) - 1)] == rotated)
+    return np.where(starts >= 0, equal.sum(axis=1), -1)
+
+
+def _phase_by_extension(codes: np.ndarray, marks: np.ndarray, unit: np.ndarray) -> int:
+    """The phase of layers whose length varies (MoE expert loops): the leftmost extension of the repetition.
 
     From the first anchor that opens a layer-sized stretch (not a stray occurrence in the prologue), count
     how far the kernels before it keep matching the unit's tail backwards (capped below one unit): the
@@ -254,10 +407,14 @@ def _segments(codes: np.ndarray, starts: np.ndarray, unit: np.ndarray) -> np.nda
 
 
 def _last_end(codes: np.ndarray, start: int, unit: np.ndarray) -> int:
+    """End of the last layer: after the unit's closing kernels nearest one unit after its start (a unit of two
+    layers that end alike closes twice)."""
     length = len(unit)
     hits = _closing_hits(codes[start : start + 2 * length], _closing(unit))
     inside = hits[hits > length // 2]
-    return start + int(inside[0]) if len(inside) else min(start + length, len(codes))
+    if not len(inside):
+        return min(start + length, len(codes))
+    return start + int(inside[np.argmin(np.abs(inside - length))])
 
 
 def _closing_hits(codes: np.ndarray, tail: np.ndarray) -> np.ndarray:
@@ -327,26 +484,41 @@ def _opening_match(codes: np.ndarray, starts: np.ndarray, unit: np.ndarray, long
 
 
 def _extend_left(codes: np.ndarray, spans: list[LayerSpan], unit: np.ndarray) -> list[LayerSpan]:
-    """Layers of another kind right before the first layer: occurrences of the unit's opening kernels."""
+    """Layers of another kind right before the first layer (DeepSeek's dense first layers), walked backwards: each
+    starts at an occurrence of the unit's opening kernels, the one whose stretch up to the next layer is most like
+    the unit (precision x recall: a norm inside the layer gives too little, two layers too much). The very first
+    layer may open with another kernel (a norm with no residual to add, where the others fuse the previous
+    layer's add): its opening is matched without its first kernel."""
     if not spans or spans[0].start == 0:
         return []
     head = _opening(unit)
-    region = codes[: spans[0].start]
-    if len(region) < len(head):
-        return []
-    windows = np.lib.stride_tricks.sliding_window_view(region, len(head))
-    hits = np.flatnonzero((windows == head[None, :]).all(axis=1))
     found: list[LayerSpan] = []
     end = spans[0].start
-    for start in hits[::-1]:  # a few dense layers, walked backwards
-        if start >= end:
-            continue
-        precision, recall = similarity(codes, np.array([[start, end]]), unit)
-        if precision[0] < ACCEPT_PRECISION or recall[0] < OTHER_KIND_RECALL:
-            break
-        found.insert(0, LayerSpan(int(start), int(end), round(float(precision[0]), 4)))
-        end = int(start)
+    for hits in (_hits(codes[:end], head), _hits(codes[:end], head[1:]) - 1):
+        while (layer := _best_layer_before(codes, hits, end, unit)) is not None:
+            found.insert(0, layer)
+            end = layer.start
     return found
+
+
+def _hits(codes: np.ndarray, gram: np.ndarray) -> np.ndarray:
+    """Positions where `gram` occurs in `codes`."""
+    if len(gram) == 0 or len(codes) < len(gram):
+        return np.array([], dtype=np.int64)
+    windows = np.lib.stride_tricks.sliding_window_view(codes, len(gram))
+    return np.flatnonzero((windows == gram[None, :]).all(axis=1))
+
+
+def _best_layer_before(codes: np.ndarray, hits: np.ndarray, end: int, unit: np.ndarray) -> LayerSpan | None:
+    starts = hits[(hits >= 0) & (hits < end) & (hits >= end - 2 * len(unit))]
+    if not len(starts):
+        return None
+    precision, recall = similarity(codes, np.stack([starts, np.full(len(starts), end)], axis=1), unit)
+    ok = (precision >= ACCEPT_PRECISION) & (recall >= OTHER_KIND_RECALL)
+    if not ok.any():
+        return None
+    best = int(np.argmax(np.where(ok, precision * recall, -1)))
+    return LayerSpan(int(starts[best]), int(end), round(float(precision[best]), 4))
 
 
 def _opening(unit: np.ndarray, longest: int = 8) -> np.ndarray:
