@@ -243,13 +243,13 @@ CREATE TABLE IF NOT EXISTS steps (
 COMMENT ON TABLE steps IS 'Steps (one model iteration, e.g. one decode token) found by segmentation, per rank.';
 COMMENT ON COLUMN steps.run_id IS 'Run (runs.run_id).';
 COMMENT ON COLUMN steps.rank IS 'Rank (ranks.rank).';
-COMMENT ON COLUMN steps.step IS 'Step index within the rank, from 0 in time order.';
+COMMENT ON COLUMN steps.step IS 'Step number within the rank, increasing in time: the trace''s own number where its annotations carry one (ProfilerStep#7 is 7, decode_step_3 is 3), else from 0.';
 COMMENT ON COLUMN steps.name IS 'Annotation that delimited the step (e.g. ProfilerStep#5), NULL when inferred.';
 COMMENT ON COLUMN steps.start_ns IS 'Start of the step on the GPU (first kernel), ns.';
 COMMENT ON COLUMN steps.end_ns IS 'End of the step on the GPU (last kernel end), ns.';
 COMMENT ON COLUMN steps.phase IS 'decode, prefill or unknown, when the annotation says so.';
 COMMENT ON COLUMN steps.warmup IS 'True for warm-up steps, which comparisons skip.';
-COMMENT ON COLUMN steps.method IS 'How the step was found: annotation, pattern (--step-pattern), period (repetition of the kernel sequence) or whole (the whole trace as one step).';
+COMMENT ON COLUMN steps.method IS 'How the step was found: annotation (ProfilerStep#N), engine (a serving engine''s step range: vLLM, SGLang, TensorRT-LLM), pattern (--step-pattern or a step-like name), passes (no step annotation: one forward pass, a run of layers, per step) or whole (the whole trace as one step).';
 
 CREATE TABLE IF NOT EXISTS layers (
     run_id INTEGER NOT NULL,

@@ -79,8 +79,10 @@ class _CodeStats:
     first: np.ndarray
 
 
-def find_layers(codes: np.ndarray, min_layers: int = MIN_LAYERS) -> PeriodFit | None:
-    """The best layer segmentation of `codes`, or None when nothing repeats at least `min_layers` times."""
+def find_layers(codes: np.ndarray, min_layers: int = MIN_LAYERS, near_tie: float | None = None) -> PeriodFit | None:
+    """The best layer segmentation of `codes`, or None when nothing repeats at least `min_layers` times.
+    `near_tie`: the share of the best coverage a shorter agreeing period needs (default NEAR_TIE); lower it to
+    prefer layers over whole iterations in a sequence of several."""
     codes = np.ascontiguousarray(codes, dtype=np.int64)
     if len(codes) < 2 * min_layers:
         return None
@@ -232,23 +234,22 @@ def _fit(codes: np.ndarray, stats: _CodeStats, period: int, min_layers: int) -> 
 
 
 def _without_strays(codes: np.ndarray, marks: np.ndarray, unit: np.ndarray) -> np.ndarray:
-    """The anchor's occurrences without those at either end that come too soon after (or before) the next one to
-    open a layer and sit among other kernels than in the unit: the same kernel in the prologue or epilogue (a
-    position update). A dense layer before MoE layers is short too, but its anchor has the unit's neighbours."""
-    length = len(unit)
-
-    def stray(mark: int, gap: int) -> bool:
-        return gap < (1 - REGULAR_TOLERANCE) * length and not _among_unit_neighbours(codes, mark, unit)
-
-    while len(marks) > MIN_LAYERS and stray(int(marks[0]), int(marks[1] - marks[0])):
-        marks = marks[1:]
-    while len(marks) > MIN_LAYERS and stray(int(marks[-1]), int(marks[-1] - marks[-2])):
-        marks = marks[:-1]
-    return marks
+    """The anchor's occurrences without those that come too soon after or before another to open a layer and sit
+    among other kernels than in the unit: the same kernel in a prologue or epilogue (a position update). A dense
+    layer before MoE layers is short too, but its anchor has the unit's neighbours."""
+    if len(marks) <= MIN_LAYERS:
+        return marks
+    short = np.diff(marks) < (1 - REGULAR_TOLERANCE) * len(unit)
+    near_short = np.concatenate([[False], short]) | np.concatenate([short, [False]])
+    keep = [not near or _among_unit_neighbours(codes, int(m), unit) for m, near in zip(marks, near_short, strict=True)]
+    kept = marks[np.array(keep, dtype=bool)]
+    return kept if len(kept) >= MIN_LAYERS else marks
 
 
 def _among_unit_neighbours(codes: np.ndarray, mark: int, unit: np.ndarray, width: int = 2) -> bool:
     """Whether the kernels around `mark` (`width` each side, one may differ) are those around the unit's anchor."""
+    if len(unit) <= 2 * width:
+        return True
     context = np.concatenate([unit[-width:], unit[1 : width + 1]])
     idx = mark + np.concatenate([np.arange(-width, 0), np.arange(1, width + 1)])
     inside = (idx >= 0) & (idx < len(codes))
@@ -544,9 +545,10 @@ def _unique_in_cycle(unit: np.ndarray, gram: np.ndarray) -> bool:
 
 
 def _trim(codes: np.ndarray, bounds: np.ndarray, unit: np.ndarray) -> np.ndarray:
-    """End a segment longer than the unit after the last occurrence of the unit's closing kernels in it.
+    """End a segment longer than the unit after the occurrence of the unit's closing kernels in it nearest one
+    unit from its start.
 
-    Keeps a layer from swallowing an epilogue (or a stretch of other work) that follows it.
+    Keeps a layer from swallowing an epilogue and the next iteration's prologue (or a stretch of other work).
     """
     length = len(unit)
     hits = _closing_hits(codes, _closing(unit))
@@ -555,5 +557,5 @@ def _trim(codes: np.ndarray, bounds: np.ndarray, unit: np.ndarray) -> np.ndarray
         start, end = bounds[i]
         inside = hits[(hits > start + length // 2) & (hits <= end)]
         if len(inside):
-            out[i, 1] = inside[-1]
+            out[i, 1] = inside[np.argmin(np.abs(inside - start - length))]
     return out

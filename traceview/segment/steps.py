@@ -6,18 +6,21 @@ start_ns, end_ns, phase, warmup, method)` and `_seg_step_of(activity_id, step)`.
 Where steps come from, first found per rank:
 1. ranges matching `--step-pattern` (method `pattern`);
 2. `ProfilerStep#N` (method `annotation`);
-3. vLLM's `execute_context_N(T)_generation_M(T)` and SGLang-style step annotations (method `annotation`);
+3. serving engines' step ranges: vLLM's `execute_..._context_N(...)_generation_M(...)`, SGLang's
+   `step[DECODE bs=32]`, TensorRT-LLM's `_forward_step N` (method `engine`);
 4. NVTX or record_function ranges with a step-like name: `decode_step_3`, `Decode/step_003`, `iteration 7`,
    `train_step:2` (method `pattern`);
-5. the repetition of the whole kernel sequence (method `period`): the rarest kernel that comes back at
-   regular intervals marks one step, and each step starts at the longest GPU idle gap before it;
-6. the whole trace as one step (method `whole`).
+5. the forward passes found from the layers of the kernel sequence (method `passes`, segment/passes.py): a step
+   holds whole layers, one pass or a repetition of passes; one pass in the trace is one step;
+6. the whole trace as one step (method `whole`), when no layer repeats.
 Among matching ranges only the outermost count. A kernel belongs to the step whose CPU range contains its
-launch call; a kernel without a launch, to the step whose GPU span contains its start.
+launch call; a kernel without a launch, to the step whose GPU span contains its start. Steps carry the trace's
+own numbers where the names hold them (ProfilerStep#7 is step 7), else 0, 1, 2, ...
 """
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 
@@ -25,17 +28,26 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from . import period
+from . import passes
+from .graph import GRAPH_LAUNCH
 
 PROFILER_STEP = r"^ProfilerStep#\d+$"
+# Serving engines' own step ranges: vLLM v1 `execute_context_1(888_788544)_generation_0(0)` and
+# `execute_32_context_0(sq0sk0...)_generation_32(sq32sk32785...)` (requests and tokens in the parentheses), SGLang
+# `step[DECODE bs=32]` / `step[EXTEND bs=15 toks=15360]`, TensorRT-LLM's executor `_forward_step 12: 1 ctx reqs,
+# 3 gen reqs`, and `forward_batch 3` / `run_batch 3` names.
 FRAMEWORK_STEPS = (
-    r"^execute_context_\d+\(\d+\)_generation_\d+\(\d+\)$|^(?:sglang[_.:/ ])?(?:forward|run)_batch[_:#/ ]\d+$"
+    r"^execute_(?:\d+_)?context_\d+\([\w.]*\)_generation_\d+\([\w.]*\)$"
+    r"|^step\[[A-Z_]+(?: [^\]]*)?\]$"
+    r"|^(?:\[\w+\] )?_?forward_step[ _]\d+(?::.*)?$"
+    r"|^(?:sglang[_.:/ ])?(?:forward|run)_batch[_:#/ ]\d+$"
 )
 DEFAULT_STEP_PATTERN = (
     r"(?i)^(?:[\w ]*[_:/ #.-])?(?:step|iter|iteration)s?[_:#/ .-]*\d+$"
     r"|^(?:decode|prefill|train|training|forward|fwd|generate|generation)[_:#/ .-]*\d+$"
 )
-VLLM_STEP = re.compile(r"^execute_context_(\d+)\((\d+)\)_generation_(\d+)\((\d+)\)$")
+VLLM_STEP = re.compile(r"^execute_(?:\d+_)?context_(\d+)\([\w.]*\)_generation_(\d+)\([\w.]*\)$")
+STEP_NUMBER = re.compile(r"(\d+)\D*$")  # a step-like name's own number: the last one in it
 WARMUP = re.compile(r"(?i)warm[-_ ]?up")
 PREFILL = re.compile(r"(?i)prefill|context|extend|prompt")
 DECODE = re.compile(r"(?i)decode|generat")
@@ -67,7 +79,7 @@ def find_steps(con: duckdb.DuckDBPyConnection, run_id: int, step_pattern: str | 
 
 
 def _tiers(step_pattern: str | None) -> list[tuple[str, str]]:
-    tiers = [(PROFILER_STEP, "annotation"), (FRAMEWORK_STEPS, "annotation"), (DEFAULT_STEP_PATTERN, "pattern")]
+    tiers = [(PROFILER_STEP, "annotation"), (FRAMEWORK_STEPS, "engine"), (DEFAULT_STEP_PATTERN, "pattern")]
     if step_pattern:
         re.compile(step_pattern)
         tiers.insert(0, (step_pattern, "pattern"))
@@ -106,7 +118,7 @@ def _insert_ranges(con: duckdb.DuckDBPyConnection, rank: int, ranges: list[tuple
     frame = pd.DataFrame(
         {
             "rank": rank,
-            "step": range(len(ranges)),
+            "step": step_numbers([r[0] for r in ranges]) if method != "engine" else range(len(ranges)),
             "name": [r[0] for r in ranges],
             "cpu_start": [r[1] for r in ranges],
             "cpu_end": [r[2] for r in ranges],
@@ -120,11 +132,22 @@ def _insert_ranges(con: duckdb.DuckDBPyConnection, rank: int, ranges: list[tuple
     con.unregister("_seg_steps_frame")
 
 
+def step_numbers(names: list[str]) -> list[int]:
+    """The trace's own step numbers (ProfilerStep#7 -> 7, decode_step_3 -> 3) when every name carries a distinct
+    one in increasing order, else 0, 1, 2, ..."""
+    found = [STEP_NUMBER.search(name) for name in names]
+    numbers = [int(m.group(1)) if m else -1 for m in found]
+    increasing = all(a < b for a, b in itertools.pairwise(numbers))
+    if numbers and increasing and numbers[0] >= 0 and numbers[-1] < 2**31:
+        return numbers
+    return list(range(len(names)))
+
+
 def phase_of(name: str) -> str:
     """decode, prefill or unknown, as far as the step's name says (vLLM's batch composition included)."""
     vllm = VLLM_STEP.match(name)
     if vllm:
-        contexts, generations = int(vllm.group(1)), int(vllm.group(3))
+        contexts, generations = int(vllm.group(1)), int(vllm.group(2))
         if contexts and not generations:
             return "prefill"
         return "decode" if generations and not contexts else "unknown"
@@ -163,27 +186,36 @@ def _assign_by_launch(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def _steps_from_kernels(con: duckdb.DuckDBPyConnection, rank: int) -> str:
-    """Steps of a rank without step annotations: the repetition of its kernel sequence, else the whole."""
+    """Steps of a rank without step annotations: its forward passes (segment/passes.py), found on its main stream
+    (the one with most kernels); other streams, memory copies and sets join the step whose GPU span holds their
+    start."""
     data = con.execute(
-        """SELECT activity_id, code, start_ns, end_ns FROM _seg_a WHERE rank = ? AND kind = 'kernel'
-           ORDER BY start_ns, activity_id""",
-        [rank],
+        """
+        WITH main AS (
+            SELECT stream_id FROM _seg_a WHERE rank = $rank AND kind = 'kernel'
+            GROUP BY stream_id ORDER BY count(*) DESC, stream_id NULLS LAST LIMIT 1
+        )
+        SELECT activity_id, code, start_ns, end_ns,
+               CASE WHEN regexp_matches(l_name, $graph) THEN launch_id ELSE -1 END AS replay
+        FROM _seg_a WHERE rank = $rank AND kind = 'kernel' AND stream_id IS NOT DISTINCT FROM (FROM main)
+        ORDER BY start_ns, activity_id
+        """,
+        {"rank": rank, "graph": GRAPH_LAUNCH},
     ).fetchnumpy()
     ids = np.asarray(data["activity_id"], dtype=np.int64)
     if len(ids) == 0:
         return "whole"
-    bounds = repeated_steps(np.asarray(data["code"]), np.asarray(data["start_ns"]), np.asarray(data["end_ns"]))
-    method = "period" if bounds is not None else "whole"
-    if bounds is None:
-        bounds = np.array([[0, len(ids)]])
-    step_of = np.full(len(ids), -1, dtype=np.int64)
-    for step, (lo, hi) in enumerate(bounds):  # one slice per step
-        step_of[lo:hi] = step
-    frame = pd.DataFrame({"activity_id": ids[step_of >= 0], "step": step_of[step_of >= 0]})
+    found = passes.find_passes(
+        np.asarray(data["code"], dtype=np.int64),
+        np.asarray(data["start_ns"], dtype=np.int64),
+        np.asarray(data["end_ns"], dtype=np.int64),
+        np.nan_to_num(np.asarray(data["replay"], dtype=float), nan=-1).astype(np.int64),
+    )
+    keep = found.step_of != passes.NO_STEP
+    frame = pd.DataFrame({"activity_id": ids[keep], "step": found.step_of[keep]})
     con.register("_seg_k_frame", frame)
     con.execute("INSERT INTO _seg_step_of SELECT * FROM _seg_k_frame")
     con.unregister("_seg_k_frame")
-    # memcpy/memset and other-stream work fall in the GPU span of a step
     con.execute(
         """
         INSERT INTO _seg_step_of
@@ -192,7 +224,8 @@ def _steps_from_kernels(con: duckdb.DuckDBPyConnection, rank: int) -> str:
             FROM _seg_step_of o JOIN _seg_a a USING (activity_id) WHERE a.rank = $rank GROUP BY ALL
         )
         SELECT a.activity_id, s.step
-        FROM (SELECT * FROM _seg_a WHERE rank = $rank AND kind <> 'kernel') a
+        FROM (SELECT * FROM _seg_a WHERE rank = $rank
+                AND activity_id NOT IN (SELECT activity_id FROM _seg_step_of)) a
         ASOF JOIN spans s ON a.start_ns >= s.lo
         WHERE a.start_ns < s.hi
         """,
@@ -200,42 +233,6 @@ def _steps_from_kernels(con: duckdb.DuckDBPyConnection, rank: int) -> str:
     )
     con.execute(
         "INSERT INTO _seg_steps SELECT ?, step, NULL, NULL, NULL, 'unknown', FALSE, ? FROM range(?) t(step)",
-        [rank, method, len(bounds)],
+        [rank, found.method, found.steps],
     )
-    return method
-
-
-def _offset(marks: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, gap: int) -> int:
-    """Kernels between a step's start and its anchor: the offset with the longest median idle time before it."""
-    idle = np.zeros(len(start_ns))
-    idle[1:] = start_ns[1:] - np.maximum.accumulate(end_ns)[:-1]
-    at = marks[:, None] - np.arange(max(gap, 1))[None, :]
-    scores = np.where(at >= 0, idle[np.clip(at, 0, None)], np.nan)
-    median = np.nanmedian(np.where(np.isnan(scores).all(axis=0), 0, scores), axis=0)
-    return int(np.argmax(median))
-
-
-def repeated_steps(codes: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray) -> np.ndarray | None:
-    """[start, end) kernel indices of each repetition of the whole sequence, or None when it does not repeat.
-
-    The anchor is the regular code with the longest median gap that still covers most of the sequence
-    (count x gap >= 80% of it): the step's rarest kernel (embedding, sampling). Each step then starts the same
-    number of kernels before its anchor: the offset where the GPU idles longest, in the median over steps
-    (the host work between iterations).
-    """
-    codes = period.dense(codes)
-    stats = period.code_stats(codes)
-    n = len(codes)
-    ok = (stats.count >= 2) & (stats.regular_share >= 0.75) & (stats.count * stats.median_gap >= 0.8 * n)
-    ok &= stats.median_gap >= 2
-    if not ok.any():
-        return None
-    anchor = int(np.flatnonzero(ok)[np.argmax(stats.median_gap[ok])])
-    marks = np.flatnonzero(codes == anchor)
-    starts = np.clip(marks - _offset(marks, start_ns, end_ns, int(stats.median_gap[anchor])), 0, n)
-    bounds = np.stack([starts, np.append(starts[1:], n)], axis=1)
-    unit = codes[bounds[1, 0] : bounds[1, 1]] if len(bounds) > 1 else codes[bounds[0, 0] : bounds[0, 1]]
-    precision, recall = period.similarity(codes, bounds, unit)
-    if len(bounds) < 2 or np.median(precision) < 0.8 or np.median(recall) < 0.8:
-        return None
-    return bounds
+    return found.method
