@@ -18,7 +18,9 @@ from traceview.segment.steps import phase_of
 
 def layer_counts(db: Path) -> dict[tuple[int, int], int]:
     with traceview.connect(db) as con:
-        return {(s, layer): k for s, layer, k in con.execute("SELECT step, layer, kernels FROM layers").fetchall()}
+        # steps in time order from 0 (the database keeps the trace's own step numbers, e.g. ProfilerStep#1..5)
+        rows = con.execute("SELECT dense_rank() OVER (ORDER BY step) - 1, layer, kernels FROM layers").fetchall()
+        return {(s, layer): k for s, layer, k in rows}
 
 
 def truth_counts(trace, steps: range) -> dict[tuple[int, int], int]:
@@ -65,8 +67,8 @@ def test_vllm_step_names_give_phase_and_warmup_names_are_marked(tmp_path: Path, 
     traceview.ingest([trace.path], db_path)
     with traceview.connect(db_path) as con:
         assert con.execute("SELECT step, phase, method FROM steps ORDER BY step").fetchall() == [
-            (0, "decode", "annotation"),
-            (1, "unknown", "annotation"),
+            (0, "decode", "engine"),
+            (1, "unknown", "engine"),
         ]
     assert phase_of("execute_context_1(512)_generation_0(0)") == "prefill"
     assert phase_of("decode_step_3") == "decode"
@@ -94,7 +96,7 @@ def test_steps_from_the_repetition_of_the_whole_sequence(tmp_path: Path, db_path
     with traceview.connect(db_path) as con:
         steps = con.execute("SELECT step, method FROM steps ORDER BY step").fetchall()
         sizes = con.execute("SELECT count(*) FROM gpu_activity GROUP BY step ORDER BY step").fetchall()
-    assert steps == [(i, "period") for i in range(4)]
+    assert steps == [(i, "passes") for i in range(4)]
     assert [s[0] for s in sizes] == [len(trace.steps[i][0]) for i in range(4)]
     assert layer_counts(db_path) == truth_counts(trace, range(4))
 

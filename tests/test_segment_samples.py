@@ -41,7 +41,9 @@ def databases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 def layer_counts(db: Path) -> dict[tuple[int, int], int]:
     with traceview.connect(db) as con:
-        return {(s, layer): k for s, layer, k in con.execute("SELECT step, layer, kernels FROM layers").fetchall()}
+        # steps in time order from 0 (the database keeps the trace's own step numbers, e.g. ProfilerStep#1..5)
+        rows = con.execute("SELECT dense_rank() OVER (ORDER BY step) - 1, layer, kernels FROM layers").fetchall()
+        return {(s, layer): k for s, layer, k in rows}
 
 
 def methods(db: Path) -> set[str]:

@@ -175,7 +175,7 @@ def summarize(con: duckdb.DuckDBPyConnection, run_id: int, already_ingested: boo
                (SELECT count(*) FROM steps WHERE run_id = $run),
                (SELECT count(*) FROM layers WHERE run_id = $run),
                (SELECT list(description ORDER BY description) FROM ingest_stats
-                 WHERE run_id = $run AND name = 'warning')
+                 WHERE run_id = $run AND name IN ('warning', 'segment.warning'))
         FROM runs r WHERE r.run_id = $run
         """,
             {"run": run_id},

@@ -302,7 +302,19 @@ LAYER_COLUMNS = (
     "method",
     "confidence",
 )
-STEP_COLUMNS = ("rank", "step", "phase", "warmup", "layers", "kernels", "layer_kernels", "span_us", "layers_span_us")
+STEP_COLUMNS = (
+    "rank",
+    "step",
+    "phase",
+    "warmup",
+    "layers",
+    "kernels",
+    "layer_kernels",
+    "before_layers",
+    "after_layers",
+    "span_us",
+    "layers_span_us",
+)
 
 
 @app.command()

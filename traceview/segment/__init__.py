@@ -30,6 +30,7 @@ from . import annotation, busy, graph, period, steps
 
 INDUCTOR_INDEX = r"^(triton_[a-z]+_fused_.*)_\d+$"
 COVERAGE_TO_TRUST = 0.5  # share of a step's kernels a method must place for auto to choose it
+LOW_CONFIDENCE = 0.8  # an inferred layer instance matching its unit less than this is reported
 
 
 class Method(str, Enum):
@@ -62,6 +63,15 @@ class SegmentResult:
     methods: tuple[str, ...]
     confidence: float | None
     notes: tuple[str, ...]
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class _LayerOutcome:
+    """What the layer stage has to report: steps it could not split, annotation ranges it did not trust."""
+
+    failed: int
+    enclosing: int
 
 
 def segment_run(con: duckdb.DuckDBPyConnection, run_id: int, options: SegmentOptions | None = None) -> SegmentResult:
@@ -71,10 +81,10 @@ def segment_run(con: duckdb.DuckDBPyConnection, run_id: int, options: SegmentOpt
     _stage(con, run_id)
     found_steps = steps.find_steps(con, run_id, options.step_pattern)
     _stage_steps(con)
-    failed = _layers(con, run_id, options)
+    outcome = _layers(con, run_id, options)
     _write(con, run_id)
     busy.record(con, run_id)
-    result = _result(con, run_id, found_steps, failed)
+    result = _result(con, run_id, found_steps, outcome)
     _record(con, run_id, result)
     return result
 
@@ -117,12 +127,11 @@ def _stage_steps(con: duckdb.DuckDBPyConnection) -> None:
     )
 
 
-def _layers(con: duckdb.DuckDBPyConnection, run_id: int, options: SegmentOptions) -> int:
-    """Fill `_seg_layer_of(activity_id, layer, method, confidence, name)`; returns steps without structure."""
+def _layers(con: duckdb.DuckDBPyConnection, run_id: int, options: SegmentOptions) -> _LayerOutcome:
+    """Fill `_seg_layer_of(activity_id, layer, method, confidence, name)`."""
     con.execute("DROP TABLE IF EXISTS _seg_cpu_events")
     named = annotation.layer_names_table(con, run_id, options.layer_pattern)
-    if named:
-        annotation.timelines(con, run_id)
+    enclosing = annotation.timelines(con, run_id) if named else 0
     if named and options.method in (Method.auto, Method.annotation):
         annotation.assign(con)
     else:
@@ -150,7 +159,7 @@ def _layers(con: duckdb.DuckDBPyConnection, run_id: int, options: SegmentOptions
         WHERE c.method = 'period'
         """
     )
-    return failed
+    return _LayerOutcome(failed, enclosing)
 
 
 def _choose_methods(con: duckdb.DuckDBPyConnection, method: Method) -> None:
@@ -316,7 +325,9 @@ def _write(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
     )
 
 
-def _result(con: duckdb.DuckDBPyConnection, run_id: int, found: steps.StepOutcome, failed: int) -> SegmentResult:
+def _result(
+    con: duckdb.DuckDBPyConnection, run_id: int, found: steps.StepOutcome, outcome: _LayerOutcome
+) -> SegmentResult:
     layers, per_step, methods, confidence = con.execute(
         """
         SELECT count(*), (SELECT median(n) FROM (SELECT count(*) AS n FROM layers WHERE run_id = $run
@@ -327,13 +338,13 @@ def _result(con: duckdb.DuckDBPyConnection, run_id: int, found: steps.StepOutcom
         {"run": run_id},
     ).fetchall()[0]
     notes = [f"{found.steps} steps found by {', '.join(found.methods) or 'nothing'}"]
+    if "passes" in found.methods:
+        notes.append("no step annotation: each step is one forward pass, a run of layers found in the kernel sequence")
     if layers:
         how = ", ".join(methods)
         inferred = " (inferred from the repeating kernel sequence)" if "period" in methods else ""
         notes.append(f"layers found by {how}{inferred}: {per_step:g} per step, median confidence {confidence:.2f}")
-    if failed:
-        notes.append(f"no repeating kernel structure in {failed} step(s): no layers written for them")
-    if not layers and not failed:
+    if not layers and not outcome.failed:
         notes.append("no layers found")
     return SegmentResult(
         run_id=run_id,
@@ -344,15 +355,47 @@ def _result(con: duckdb.DuckDBPyConnection, run_id: int, found: steps.StepOutcom
         methods=tuple(methods or ()),
         confidence=float(confidence) if confidence is not None else None,
         notes=tuple(notes),
+        warnings=tuple(_doubts(con, run_id, outcome)),
     )
 
 
+def _doubts(con: duckdb.DuckDBPyConnection, run_id: int, outcome: _LayerOutcome) -> list[str]:
+    """What makes the segmentation uncertain, one line each (the CLI prints them as warnings)."""
+    outside_steps, varying, low = con.execute(
+        """
+        SELECT (SELECT count(*) FROM gpu_activity WHERE run_id = $run AND kind = 'kernel' AND step IS NULL),
+               (SELECT string_agg(n || ' layers in ' || steps || ' step(s)', ', ' ORDER BY steps DESC, n)
+                FROM (SELECT n, count(*) AS steps FROM (SELECT count(*) AS n FROM layers WHERE run_id = $run
+                      GROUP BY rank, step) GROUP BY n)
+                HAVING count(*) > 1),
+               (SELECT count(*) FROM layers WHERE run_id = $run AND method = 'period' AND confidence < $low)
+        """,
+        {"run": run_id, "low": LOW_CONFIDENCE},
+    ).fetchall()[0]
+    doubts = []
+    if outcome.failed:
+        doubts.append(f"no repeating kernel structure in {outcome.failed} step(s): no layers written for them")
+    if outcome.enclosing:
+        doubts.append(
+            f"{outcome.enclosing} layer range(s) ignored: they enclose other layers' ranges (a range left open?)"
+        )
+    if varying:
+        doubts.append(f"steps differ in their number of layers: {varying}")
+    if low:
+        doubts.append(f"{low} inferred layer instance(s) match the repeating unit poorly (< {LOW_CONFIDENCE})")
+    if outside_steps:
+        doubts.append(f"{outside_steps} kernel(s) outside every step (before the first or after the last)")
+    return doubts
+
+
 def _record(con: duckdb.DuckDBPyConnection, run_id: int, result: SegmentResult) -> None:
-    """Keep what segmentation found in ingest_stats (segment.steps, segment.layers, segment.note)."""
+    """Keep what segmentation found in ingest_stats (segment.steps, segment.layers, segment.note, and
+    segment.warning for what makes it uncertain)."""
     rows = [
         ("segment.steps", "info", result.steps, result.notes[0]),
         ("segment.layers", "info", result.layers, "layer instances found, by " + (", ".join(result.methods) or "none")),
         *[("segment.note", "info", 0, note) for note in result.notes[1:]],
+        *[("segment.warning", "warning", 0, doubt) for doubt in result.warnings],
     ]
     for name, severity, value, description in rows:
         con.execute(

@@ -156,8 +156,9 @@ def _stack_family(stack: str) -> str:
     return re.split(r"[\s'\"(\[:/]", stack)[-1] or stack
 
 
-def timelines(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
-    """`_seg_cpu_events` and `_seg_gpu_events`: the innermost layer range open on each thread and stream."""
+def timelines(con: duckdb.DuckDBPyConnection, run_id: int) -> int:
+    """`_seg_cpu_events` and `_seg_gpu_events`: the innermost layer range open on each thread and stream.
+    Returns how many layer ranges were ignored because they enclose other layers (see `_drop_enclosing`)."""
     con.execute(
         """
         CREATE OR REPLACE TEMP TABLE _seg_lanes AS
@@ -167,6 +168,7 @@ def timelines(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
         """,
         {"run": run_id},
     )
+    enclosing = _drop_enclosing(con)
     _flatten(con, "_seg_cpu_events")
     con.execute(
         """
@@ -178,7 +180,25 @@ def timelines(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
         """,
         {"run": run_id},
     )
+    enclosing += _drop_enclosing(con)
     _flatten(con, "_seg_gpu_events")
+    return enclosing
+
+
+def _drop_enclosing(con: duckdb.DuckDBPyConnection) -> int:
+    """Remove from `_seg_lanes` the ranges that enclose a range of another layer on the same lane: such a range is
+    no layer (an NVTX `model.layers.0` left open across a CUDA graph capture, whose other layers were captured
+    inside ranges of their own, would otherwise claim every replayed kernel). Returns how many were removed."""
+    removed = con.execute(
+        """
+        DELETE FROM _seg_lanes o WHERE range_id IN (
+            SELECT DISTINCT o.range_id FROM _seg_lanes o JOIN _seg_lanes i
+              ON i.rank = o.rank AND i.lane_a IS NOT DISTINCT FROM o.lane_a AND i.lane_b IS NOT DISTINCT FROM o.lane_b
+             AND i.start_ns >= o.start_ns AND i.end_ns <= o.end_ns AND i.range_id <> o.range_id
+            WHERE i.layer <> o.layer)
+        """
+    ).fetchall()
+    return int(removed[0][0]) if removed else 0
 
 
 def assign(con: duckdb.DuckDBPyConnection) -> None:

@@ -22,6 +22,7 @@ from . import period
 
 NO_STEP = -1
 STRAY_GAP_FACTOR = 4.0  # an idle gap this many times the longest one inside the passes separates a stray kernel
+MIN_STEP_KERNELS = 10  # an annotated step needs this many kernels before one far from the rest is left out
 MIN_STRETCH_LAYERS = 2  # an uncovered stretch is searched for layers of its own when it can hold this many
 INNER_COVERAGE = 0.75  # share of a repeating unit its own layers cover for the unit to be a whole iteration
 
@@ -133,6 +134,25 @@ def _cut(idle: np.ndarray, replay: np.ndarray, lo: int, hi: int) -> int:
 
 def _longest_inside(idle: np.ndarray, runs: list[tuple[int, int]]) -> int:
     return max((int(idle[a + 1 : b].max()) for a, b in runs if b - a > 1), default=0)
+
+
+def kept(start_ns: np.ndarray, end_ns: np.ndarray) -> np.ndarray:
+    """Which kernels of one annotated step (in GPU start order) stay in it: all but those at either end cut off
+    from the others by an idle gap STRAY_GAP_FACTOR times the longest gap among the others."""
+    idle = _idle(start_ns, end_ns)
+    keep = np.ones(len(idle), dtype=bool)
+    lo, hi = 0, len(idle)
+    while hi - lo > MIN_STEP_KERNELS:
+        inner = idle[lo + 2 : hi]  # the gaps between the kernels after the first
+        if idle[lo + 1] > STRAY_GAP_FACTOR * max(int(inner.max(initial=0)), 1):
+            keep[lo] = False
+            lo += 1
+        elif idle[hi - 1] > STRAY_GAP_FACTOR * max(int(idle[lo + 1 : hi - 1].max(initial=0)), 1):
+            keep[hi - 1] = False
+            hi -= 1
+        else:
+            break
+    return keep
 
 
 def _first_kept(idle: np.ndarray, first: int, threshold: float) -> int:

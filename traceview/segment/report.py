@@ -93,12 +93,20 @@ _PER_STEP = """
         SELECT rank, step, count(*) AS layers, sum(kernels) AS layer_kernels, sum(span_us) AS layers_span_us,
                sum(exposed_comm_us) AS exposed_comm_us, string_agg(DISTINCT method, ', ' ORDER BY method) AS method
         FROM layer_metrics WHERE run_id = $run GROUP BY rank, step
+    ), bounds AS (
+        SELECT rank, step, min(start_ns) AS first_layer, max(end_ns) AS last_layer
+        FROM layers WHERE run_id = $run GROUP BY rank, step
     ), kernels AS (
-        SELECT rank, step, count(*) AS kernels FROM gpu_activity
-        WHERE run_id = $run AND kind = 'kernel' AND step IS NOT NULL GROUP BY rank, step
+        -- the step's kernels, and those outside its layers: before the first (prologue), after the last (epilogue)
+        SELECT g.rank, g.step, count(*) AS kernels,
+               count(*) FILTER (g.layer IS NULL AND g.start_ns < b.first_layer) AS before_layers,
+               count(*) FILTER (g.layer IS NULL AND g.start_ns >= b.first_layer) AS after_layers
+        FROM gpu_activity g LEFT JOIN bounds b USING (rank, step)
+        WHERE g.run_id = $run AND g.kind = 'kernel' AND g.step IS NOT NULL GROUP BY g.rank, g.step
     )
     SELECT s.rank, s.step, s.name, s.phase, s.warmup, coalesce(p.layers, 0) AS layers,
            coalesce(k.kernels, 0) AS kernels, coalesce(p.layer_kernels, 0) AS layer_kernels,
+           coalesce(k.before_layers, 0) AS before_layers, coalesce(k.after_layers, 0) AS after_layers,
            round((s.end_ns - s.start_ns) / 1e3, 3) AS span_us, round(p.layers_span_us, 3) AS layers_span_us,
            round(p.exposed_comm_us, 3) AS exposed_comm_us, p.method
     FROM steps s LEFT JOIN per p USING (rank, step) LEFT JOIN kernels k USING (rank, step)

@@ -74,6 +74,7 @@ def find_steps(con: duckdb.DuckDBPyConnection, run_id: int, step_pattern: str | 
     for rank in ranks:
         methods.add(_rank_steps(con, run_id, rank, tiers))
     _assign_by_launch(con)
+    _drop_strays(con)
     count = con.execute("SELECT count(*) FROM _seg_steps").fetchall()[0][0]
     return StepOutcome(count, tuple(sorted(methods)))
 
@@ -183,6 +184,34 @@ def _assign_by_launch(con: duckdb.DuckDBPyConnection) -> None:
         WHERE a.start_ns < s.hi
         """
     )
+
+
+def _drop_strays(con: duckdb.DuckDBPyConnection) -> None:
+    """Leave out of its step a kernel that ran far from the step's other kernels: one launched inside the step's
+    range but run, say, half a second before the forward pass (an idle gap STRAY_GAP_FACTOR times the longest
+    between the step's other kernels, which must be at least MIN_STEP_KERNELS) would make the step's span that
+    long."""
+    data = con.execute(
+        """SELECT a.rank, o.step, a.activity_id, a.start_ns, a.end_ns
+           FROM _seg_step_of o JOIN _seg_a a USING (activity_id)
+           WHERE a.kind = 'kernel' ORDER BY a.rank, o.step, a.start_ns, a.activity_id"""
+    ).fetchnumpy()
+    ids = np.asarray(data["activity_id"], dtype=np.int64)
+    if len(ids) == 0:
+        return
+    key = np.asarray(data["rank"], dtype=np.int64) * 2**32 + np.asarray(data["step"], dtype=np.int64)
+    edges = np.flatnonzero(np.diff(key)) + 1
+    start, end = np.asarray(data["start_ns"], dtype=np.int64), np.asarray(data["end_ns"], dtype=np.int64)
+    strays = [
+        ids[lo:hi][~passes.kept(start[lo:hi], end[lo:hi])]
+        for lo, hi in itertools.pairwise([0, *edges, len(ids)])
+        if hi - lo > passes.MIN_STEP_KERNELS
+    ]
+    drop = np.concatenate(strays) if strays else np.array([], dtype=np.int64)
+    if len(drop):
+        con.register("_seg_strays", pd.DataFrame({"activity_id": drop}))
+        con.execute("DELETE FROM _seg_step_of WHERE activity_id IN (SELECT activity_id FROM _seg_strays)")
+        con.unregister("_seg_strays")
 
 
 def _steps_from_kernels(con: duckdb.DuckDBPyConnection, rank: int) -> str:
