@@ -116,7 +116,8 @@ def choose(fits: list[PeriodFit]) -> PeriodFit | None:
 def split_alternating(codes: np.ndarray, fit: PeriodFit) -> PeriodFit:
     """A unit of k layers of alternating kinds (local and global attention, k = 2..4) split into its layers.
 
-    The unit splits where its opening kernels (the input norm) come back at about j/k of its length and the parts
+    The unit splits where its opening kernels (the input norm: three or two) come back at about j/k of its
+    length and the parts
     are alike (multiset similarity at least SPLIT_ALIKE, within a quarter of each other's length): two layers that
     differ in a few attention kernels are alike; an attention half and an MLP half, which also open with a norm,
     are not. Every layer of the fit is cut at the same offsets (its own length scaled, snapped to the nearest
@@ -125,12 +126,12 @@ def split_alternating(codes: np.ndarray, fit: PeriodFit) -> PeriodFit:
     if not whole:
         return fit
     unit = codes[whole[0].start : whole[0].end]
-    head = unit[: min(3, len(unit))]
-    opens = _closing_hits(unit, head) - len(head)
     for k in (2, 3, 4):
-        cuts = _cuts(unit, opens, k)
-        if cuts is not None:
-            return _split(codes, fit, cuts)
+        for gram in (3, 2):  # the layers of a unit may open alike for fewer kernels than the unit's own opening
+            head = unit[: min(gram, len(unit))]
+            cuts = _cuts(unit, _closing_hits(unit, head) - len(head), k)
+            if cuts is not None:
+                return _split(codes, fit, cuts)
     return fit
 
 
