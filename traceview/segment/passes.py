@@ -22,6 +22,7 @@ from . import period
 
 NO_STEP = -1
 STRAY_GAP_FACTOR = 4.0  # an idle gap this many times the longest one inside the passes separates a stray kernel
+OVERLONG = 1.4  # a layer this many times the median length holds more than a layer (expert loops vary less)
 MIN_STEP_KERNELS = 10  # an annotated step needs this many kernels before one far from the rest is left out
 MIN_STRETCH_LAYERS = 2  # an uncovered stretch is searched for layers of its own when it can hold this many
 INNER_COVERAGE = 0.75  # share of a repeating unit its own layers cover for the unit to be a whole iteration
@@ -60,10 +61,14 @@ def find_passes(codes: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, rep
 
 
 def forward_passes(codes: np.ndarray) -> list[tuple[int, int]]:
-    """[start, end) of each forward pass: a run of back-to-back layers, in order."""
+    """[start, end) of each forward pass: a run of back-to-back layers, in order. A "layer" much longer than the
+    typical one has swallowed the stretch between two passes (an epilogue and the next prologue) and ends a run."""
     spans = _layers(codes, 0, len(codes))
+    typical = float(np.median([b - a for a, b in spans])) if spans else 0.0
     runs: list[list[int]] = []
     for start, end in spans:
+        if end - start > OVERLONG * typical:
+            continue
         if runs and runs[-1][1] == start:
             runs[-1][1] = end
         else:
