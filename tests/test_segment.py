@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gzip
+import json
 from pathlib import Path
 
 import duckdb
@@ -310,3 +312,47 @@ def test_graph_node_creations_map_replays_to_capture_time_ranges(tmp_path: Path,
     [result] = traceview.api.segment(db_path, SegmentOptions(method=Method.graph))
     assert result.methods == ("graph",)
     assert layer_counts(db_path) == truth_counts(trace, range(2))
+
+
+@pytest.mark.parametrize(
+    ("name", "phase"),
+    [
+        ("execute_context_1(888_788544)_generation_0(0)", "prefill"),  # vLLM v1, the tracelens prefill
+        ("execute_32_context_0(sq0sk0sqsq0sqsk0)_generation_32(sq32sk32785sqsq32sqsk32785)", "decode"),  # vLLM
+        ("step[DECODE bs=32]", "decode"),  # SGLang
+        ("step[EXTEND bs=15 toks=15360]", "prefill"),
+        ("[Executor] _forward_step 12: 0 ctx reqs, 8 gen reqs", "unknown"),  # TensorRT-LLM's executor
+    ],
+)
+def test_serving_engine_step_ranges_are_steps(tmp_path: Path, db_path: Path, name: str, phase: str) -> None:
+    trace = write_trace(tmp_path / "t.json.gz", Model(layers=2), steps=2, step_name=name)
+    traceview.ingest([trace.path], db_path)
+    with traceview.connect(db_path) as con:
+        rows = con.execute("SELECT step, phase, method FROM steps ORDER BY step").fetchall()
+    assert rows == [(0, phase, "engine"), (1, phase, "engine")]
+
+
+def test_steps_keep_the_trace_s_own_numbers(tmp_path: Path, db_path: Path) -> None:
+    trace = write_trace(tmp_path / "t.json.gz", Model(layers=2), steps=3, step_name="ProfilerStep#{step}")
+    path = tmp_path / "renumbered.json"
+    path.write_text(gzip.decompress(trace.path.read_bytes()).decode().replace("ProfilerStep#", "ProfilerStep#1"))
+    traceview.ingest([path], db_path)  # ProfilerStep#10, #11, #12
+    with traceview.connect(db_path) as con:
+        assert con.execute("SELECT step FROM steps ORDER BY step").fetchall() == [(10,), (11,), (12,)]
+        assert con.execute("SELECT DISTINCT step FROM layers ORDER BY step").fetchall() == [(10,), (11,), (12,)]
+
+
+def test_a_layer_range_left_open_around_the_capture_is_no_layer(tmp_path: Path, db_path: Path) -> None:
+    # an NVTX model.layers.0 range left open across a CUDA graph capture whose layers have ranges of their own
+    trace = write_trace(tmp_path / "t.json.gz", Model(layers=4), steps=3, graph=True, capture=True)
+    data = json.loads(gzip.decompress(trace.path.read_bytes()))
+    ranges = [e for e in data["traceEvents"] if e.get("name") == "model.layers.1"]
+    first = min(e["ts"] for e in data["traceEvents"] if e.get("ph") == "X" and e.get("cat") != "kernel")
+    last = max(e["ts"] + e.get("dur", 0) for e in data["traceEvents"] if e.get("ph") == "X")
+    data["traceEvents"].append({**ranges[0], "name": "model.layers.0", "ts": first - 1, "dur": last - first + 2})
+    path = tmp_path / "open.json"
+    path.write_text(json.dumps(data))
+    summary = traceview.ingest([path], db_path)
+    assert methods(db_path) == {"graph"}
+    assert layer_counts(db_path) == truth_counts(trace, range(3))
+    assert any("1 layer range(s) ignored: they enclose other layers" in w for w in summary.warnings)
