@@ -47,7 +47,7 @@ class Case:
     path: Path
     what: str
     mode: str
-    truth: Callable[[], Steps] | None
+    truth: Callable[[], Steps | None] | None
     layers_known: bool = True
 
 
@@ -69,8 +69,18 @@ def annotated(path: Path) -> Callable[[], Steps]:
     return lambda: truth.per_step(truth.kernels_of(path))
 
 
-def steps_only(path: Path) -> Callable[[], Steps]:
-    return lambda: truth.per_step(truth.kineto_kernels(path))
+def steps_only(path: Path) -> Callable[[], Steps | None]:
+    """The `ProfilerStep#N` ranges of a trace as its steps (None when it has none: its steps are unknown too)."""
+
+    def count() -> Steps | None:
+        names = {
+            e["name"]
+            for e in truth.kineto_events(path)
+            if e.get("cat") == "user_annotation" and str(e.get("name", "")).startswith("ProfilerStep#")
+        }
+        return [{"step": n, "layers": [], "outside": 0} for n in sorted(names)] or None
+
+    return count
 
 
 def cases() -> list[Case]:
@@ -102,22 +112,52 @@ def sample_cases() -> list[Case]:
     out = []
     for ext in (".pt.trace.json.gz", ".sqlite"):
         for mode in ("eager", "compiled"):
-            out.append(Case(s / f"{mode}{ext}", "traceview decoder (MoE)", f"{mode} (annotated)", annotated(s / f"{mode}{ext}")))
+            out.append(
+                Case(
+                    s / f"{mode}{ext}", "traceview decoder (MoE)", f"{mode} (annotated)", annotated(s / f"{mode}{ext}")
+                )
+            )
         graph, twin = s / f"graph{ext}", s / f"compiled{ext}"
-        out.append(Case(graph, "traceview decoder (MoE)", "graph replay",
-                        lambda g=graph, t=twin: truth.per_step(truth.transfer(truth.kernels_of(g), truth.kernels_of(t)))))
-    out.append(Case(s / "capture_graph.pt.trace.json.gz", "traceview decoder (MoE)", "graph, captured in trace",
-                    annotated(s / "capture_graph.pt.trace.json.gz")))
+        out.append(
+            Case(
+                graph,
+                "traceview decoder (MoE)",
+                "graph replay",
+                lambda g=graph, t=twin: truth.per_step(truth.transfer(truth.kernels_of(g), truth.kernels_of(t))),
+            )
+        )
+    out.append(
+        Case(
+            s / "capture_graph.pt.trace.json.gz",
+            "traceview decoder (MoE)",
+            "graph, captured in trace",
+            annotated(s / "capture_graph.pt.trace.json.gz"),
+        )
+    )
     for tp in ("tp_default", "tp_overlap"):
-        out.append(Case(s / "tp" / tp, "traceview decoder TP=2 (rank 0)", tp, annotated(s / "tp" / tp / "rank-0.pt.trace.json.gz")))
+        out.append(
+            Case(
+                s / "tp" / tp,
+                "traceview decoder TP=2 (rank 0)",
+                tp,
+                annotated(s / "tp" / tp / "rank-0.pt.trace.json.gz"),
+            )
+        )
     return out
 
 
 def data_cases(root: Path) -> list[Case]:
     out = []
     for path in sorted(root.rglob("*.json.gz")) + sorted(root.rglob("*.json")):
-        out.append(Case(path, "HTA test data" if "hta" in str(path) else "test data", "training", steps_only(path),
-                        layers_known=False))
+        out.append(
+            Case(
+                path,
+                "HTA test data" if "hta" in str(path) else "test data",
+                "training",
+                steps_only(path),
+                layers_known=False,
+            )
+        )
     for path in sorted(root.rglob("*.sqlite")):
         out.append(Case(path, "nsys export", "-", None, layers_known=False))
     return out
@@ -129,8 +169,14 @@ def external_cases() -> list[Case]:
     sglang = lens / "sglang_qwen3_8b_decode_bs32_mi300x.json.gz"
     out = []
     if vllm.exists():
-        out.append(Case(vllm, "vLLM gpt-oss B200 TP8", "eager prefill",
-                        lambda: truth.per_step(truth.one_step(truth.kineto_kernels(vllm)))))
+        out.append(
+            Case(
+                vllm,
+                "vLLM gpt-oss B200 TP8",
+                "eager prefill",
+                lambda: truth.per_step(truth.one_step(truth.kineto_kernels(vllm))),
+            )
+        )
     if sglang.exists():
         out.append(Case(sglang, "SGLang Qwen3-8B MI300X", "graph decode", lambda: truth.qwen3_norm_truth(sglang)))
     return out + (data_cases(EXTERNAL) if EXTERNAL.exists() else [])
@@ -178,6 +224,11 @@ def readable(path: Path, workdir: Path) -> Path:
     return out
 
 
+def shown(path: Path) -> str:
+    """A trace's path as the table shows it: from the repository root (../shared for the shared material)."""
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else "../" + str(path.relative_to(ROOT.parent))
+
+
 def check(case: Case, workdir: Path) -> Row:
     began = time.perf_counter()
     database = workdir / (hashlib.sha1(str(case.path).encode()).hexdigest() + ".db")
@@ -187,7 +238,7 @@ def check(case: Case, workdir: Path) -> Row:
     true = case.truth() if case.truth else None
     layers_known = case.layers_known and true is not None
     return Row(
-        trace=str(case.path.relative_to(case.path.parents[2] if "corpus" in str(case.path) else ROOT.parent)),
+        trace=shown(case.path),
         what=case.what,
         mode=case.mode,
         steps_true=len(true) if true is not None else None,
@@ -218,19 +269,39 @@ def print_rows(rows: list[Row], fmt: str) -> None:
     if fmt == "json":
         print(json.dumps([r.__dict__ for r in rows], indent=1))
         return
-    head = ("trace", "engine / model", "mode", "steps true", "found", "layers/step true", "found",
-            "exact kernels %", "method")
+    head = (
+        "trace",
+        "engine / model",
+        "mode",
+        "steps true",
+        "found",
+        "layers/step true",
+        "found",
+        "exact kernels %",
+        "method",
+    )
     print("| " + " | ".join(head) + " |")
     print("|" + "---|" * len(head))
     for r in rows:
         pct = "-" if r.exact_pct is None else f"{r.exact_pct:.1f}"
-        cells = (r.trace, r.what, r.mode, "-" if r.steps_true is None else str(r.steps_true), str(r.steps_found),
-                 r.layers_true, r.layers_found, pct, r.methods)
+        cells = (
+            r.trace,
+            r.what,
+            r.mode,
+            "-" if r.steps_true is None else str(r.steps_true),
+            str(r.steps_found),
+            r.layers_true,
+            r.layers_found,
+            pct,
+            r.methods,
+        )
         print("| " + " | ".join(cells) + " |")
     known = [r for r in rows if r.exact_pct is not None]
     ok = [r for r in known if r.exact_pct >= 95 and r.steps_true == r.steps_found and r.layers_true == r.layers_found]
-    print(f"\n{len(ok)} of {len(known)} traces with known layers: steps and layers per step exact and >= 95% of layer "
-          f"instances with the true kernel count")
+    print(
+        f"\n{len(ok)} of {len(known)} traces with known layers: steps and layers per step exact and >= 95% of layer "
+        f"instances with the true kernel count"
+    )
 
 
 if __name__ == "__main__":
