@@ -84,9 +84,10 @@ def _layers(codes: np.ndarray, lo: int, hi: int) -> list[tuple[int, int]]:
     if fit is None:
         return []
     spans = [(lo + s.start, lo + s.end) for s in fit.layers]
-    inner = [_inner_layers(codes, a, b) for a, b in spans]
-    if sum(map(bool, inner)) > len(spans) // 2:
-        return sorted(itertools.chain.from_iterable(inner))
+    typical = spans[len(spans) // 2]
+    if _inner_layers(codes, *typical, {}):  # one instance tells whether the unit is a whole iteration
+        cache: dict[bytes, list[tuple[int, int]]] = {}
+        return sorted(itertools.chain.from_iterable(_inner_layers(codes, a, b, cache) for a, b in spans))
     found = list(spans)
     edges = [lo, *itertools.chain.from_iterable(spans), hi]
     for a, b in zip(edges[::2], edges[1::2], strict=True):  # the stretches between runs of layers
@@ -95,13 +96,18 @@ def _layers(codes: np.ndarray, lo: int, hi: int) -> list[tuple[int, int]]:
     return sorted(found)
 
 
-def _inner_layers(codes: np.ndarray, lo: int, hi: int) -> list[tuple[int, int]]:
+def _inner_layers(
+    codes: np.ndarray, lo: int, hi: int, cache: dict[bytes, list[tuple[int, int]]]
+) -> list[tuple[int, int]]:
     """The layers inside one instance of a repeating unit, when they cover most of it (a whole iteration: layers
-    between a prologue and an epilogue; the experts of a layer's loop leave its attention out)."""
-    fit = period.find_layers(codes[lo:hi])
-    if fit is None or fit.coverage < INNER_COVERAGE:
-        return []
-    return [(lo + s.start, lo + s.end) for s in fit.layers]
+    between a prologue and an epilogue; the experts of a layer's loop leave its attention out). Identical
+    instances are solved once (`cache`, keyed by their kernels)."""
+    key = codes[lo:hi].tobytes()
+    if key not in cache:
+        fit = period.find_layers(codes[lo:hi])
+        good = fit is not None and fit.coverage >= INNER_COVERAGE
+        cache[key] = [(s.start, s.end) for s in fit.layers] if good else []
+    return [(lo + a, lo + b) for a, b in cache[key]]
 
 
 def _group(runs: list[tuple[int, int]]) -> list[list[tuple[int, int]]]:

@@ -45,6 +45,7 @@ NEAR_TIE = 0.9  # a shorter period wins when it covers at least this share of th
 MAX_CANDIDATES = 8
 MIN_COVERAGE = 0.2
 EXACT_OR_CONFIDENT = 0.8  # without two identical layers, the mean confidence a fit needs
+MAX_PHASES = 4  # plausible phases tried, earliest first (the spill of a final norm is rarely wider)
 SPLIT_ALIKE = 0.75  # multiset similarity of the parts of a unit that holds several layers of alternating kinds
 
 
@@ -367,7 +368,7 @@ def _phases(codes: np.ndarray, marks: np.ndarray, unit: np.ndarray) -> list[int]
     rotated = unit[(position[None, :] - d[:, None]) % length]  # rotated[d] starts d kernels before the anchor
     score = _matches(codes, first - d, rotated) + _matches(codes, last - d, rotated)
     plausible = [int(d) for d in np.flatnonzero(score == score.max())[::-1]]
-    return [*plausible, _phase_by_extension(codes, marks, unit)]
+    return [*plausible[:MAX_PHASES], _phase_by_extension(codes, marks, unit)]
 
 
 def _matches(codes: np.ndarray, starts: np.ndarray, rotated: np.ndarray) -> np.ndarray:
