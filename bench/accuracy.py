@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import lzma
 import sys
 import tempfile
 import time
@@ -215,15 +214,6 @@ def spread(counts: list[int]) -> str:
     return str(values[0]) if len(values) == 1 else f"{values[0]}-{values[-1]}"
 
 
-def readable(path: Path, workdir: Path) -> Path:
-    """The corpus keeps nsys exports as .sqlite.xz; traceview reads the .sqlite."""
-    if path.suffix != ".xz":
-        return path
-    out = workdir / path.stem
-    out.write_bytes(lzma.decompress(path.read_bytes()))
-    return out
-
-
 def shown(path: Path) -> str:
     """A trace's path as the table shows it: from the repository root (../shared for the shared material)."""
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else "../" + str(path.relative_to(ROOT.parent))
@@ -232,7 +222,7 @@ def shown(path: Path) -> str:
 def check(case: Case, workdir: Path) -> Row:
     began = time.perf_counter()
     database = workdir / (hashlib.sha1(str(case.path).encode()).hexdigest() + ".db")
-    api.ingest([readable(case.path, workdir)], database)
+    api.ingest([truth.plain(case.path, workdir)], database)
     found, methods = found_steps(database)
     seconds = time.perf_counter() - began
     true = case.truth() if case.truth else None

@@ -9,7 +9,6 @@ the true kernel count.
 
 from __future__ import annotations
 
-import lzma
 import sys
 from pathlib import Path
 
@@ -47,20 +46,12 @@ def check(found: list[list[int]], true: list[dict]) -> None:
     assert exact >= 0.95 * len(pairs), f"{exact} of {len(pairs)} layer instances with the true kernel count"
 
 
-def readable(path: Path, tmp_path: Path) -> Path:
-    if path.suffix != ".xz":
-        return path
-    out = tmp_path / path.stem
-    out.write_bytes(lzma.decompress(path.read_bytes()))
-    return out
-
-
 @pytest.mark.parametrize("name", BARE)
 def test_bare_corpus_trace_matches_its_annotated_twin(tmp_path: Path, name: str) -> None:
     if name in KNOWN:
         pytest.xfail(KNOWN[name])
     path = CORPUS / name
-    traceview.ingest([readable(path, tmp_path)], tmp_path / "run.db")
+    traceview.ingest([truth.plain(path, tmp_path)], tmp_path / "run.db")
     check(found_steps(tmp_path / "run.db"), truth.truth(path))
 
 

@@ -119,13 +119,18 @@ def _kineto_capture_layers(events: list[dict], calls: dict, lanes: Lanes, ran: s
 # --- nsys SQLite --------------------------------------------------------------------------------------------------
 
 
+def plain(path: Path, workdir: Path | None = None) -> Path:
+    """The file itself, or for an nsys export stored as .sqlite.xz its decompressed copy in `workdir`."""
+    if path.suffix != ".xz":
+        return path
+    out = (workdir or Path(tempfile.mkdtemp())) / path.stem
+    out.write_bytes(lzma.decompress(path.read_bytes()))
+    return out
+
+
 def open_sqlite(path: Path) -> sqlite3.Connection:
-    """An nsys export, decompressed first when stored as .sqlite.xz."""
-    if path.suffix == ".xz":
-        tmp = Path(tempfile.mkdtemp()) / path.stem
-        tmp.write_bytes(lzma.decompress(path.read_bytes()))
-        path = tmp
-    return sqlite3.connect(path)
+    """An nsys export (.sqlite or .sqlite.xz)."""
+    return sqlite3.connect(plain(path))
 
 
 def nsys_kernels(path: Path) -> list[Kernel]:
