@@ -53,32 +53,61 @@ CACHE = 64
 VOCAB = 2048
 
 
-def config(name: str):  # noqa: ANN201 - a transformers config
+def config(name: str):
     """A small config of each model family; the model code is transformers' own."""
     import transformers as tf
 
-    common = dict(vocab_size=VOCAB, hidden_size=256, num_hidden_layers=LAYERS, num_attention_heads=4,
-                  num_key_value_heads=2, max_position_embeddings=256, torch_dtype="bfloat16")
+    common = dict(
+        vocab_size=VOCAB,
+        hidden_size=256,
+        num_hidden_layers=LAYERS,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=256,
+        torch_dtype="bfloat16",
+    )
     if name == "llama":
         return tf.LlamaConfig(intermediate_size=768, **common)
     if name == "qwen3moe":
-        return tf.Qwen3MoeConfig(intermediate_size=512, moe_intermediate_size=256, num_experts=8,
-                                 num_experts_per_tok=2, decoder_sparse_step=1, mlp_only_layers=[], head_dim=64, **common)
+        return tf.Qwen3MoeConfig(
+            intermediate_size=512,
+            moe_intermediate_size=256,
+            num_experts=8,
+            num_experts_per_tok=2,
+            decoder_sparse_step=1,
+            mlp_only_layers=[],
+            head_dim=64,
+            **common,
+        )
     if name == "deepseekv3":
-        return tf.DeepseekV3Config(intermediate_size=768, moe_intermediate_size=256, n_routed_experts=8,
-                                   num_experts_per_tok=2, n_shared_experts=1, n_group=1, topk_group=1,
-                                   first_k_dense_replace=2, kv_lora_rank=64, q_lora_rank=96, qk_rope_head_dim=32,
-                                   qk_nope_head_dim=32, v_head_dim=64, **{**common, "num_key_value_heads": 4})
+        return tf.DeepseekV3Config(
+            intermediate_size=768,
+            moe_intermediate_size=256,
+            n_routed_experts=8,
+            num_experts_per_tok=2,
+            n_shared_experts=1,
+            n_group=1,
+            topk_group=1,
+            first_k_dense_replace=2,
+            kv_lora_rank=64,
+            q_lora_rank=96,
+            qk_rope_head_dim=32,
+            qk_nope_head_dim=32,
+            v_head_dim=64,
+            **{**common, "num_key_value_heads": 4},
+        )
     if name == "gptoss":
-        return tf.GptOssConfig(intermediate_size=256, num_local_experts=8, num_experts_per_tok=2, head_dim=64,
-                               sliding_window=8, **common)
+        return tf.GptOssConfig(
+            intermediate_size=256, num_local_experts=8, num_experts_per_tok=2, head_dim=64, sliding_window=8, **common
+        )
     if name == "mixtral":
-        return tf.MixtralConfig(intermediate_size=256, num_local_experts=8, num_experts_per_tok=2,
-                                experts_implementation="eager", **common)
+        return tf.MixtralConfig(
+            intermediate_size=256, num_local_experts=8, num_experts_per_tok=2, experts_implementation="eager", **common
+        )
     raise ValueError(name)
 
 
-def build(name: str, device: str):  # noqa: ANN201 - a transformers model
+def build(name: str, device: str):
     import transformers as tf
 
     torch.manual_seed(0)
@@ -136,15 +165,24 @@ class Decoder:
         self.ids = torch.zeros(BATCH, 1, dtype=torch.long, device=device)
         self.position = torch.zeros(1, dtype=torch.long, device=device)
         with torch.no_grad():
-            out = model(input_ids=prompt, past_key_values=self.cache,
-                        cache_position=torch.arange(PROMPT, device=device), use_cache=True)
+            out = model(
+                input_ids=prompt,
+                past_key_values=self.cache,
+                cache_position=torch.arange(PROMPT, device=device),
+                use_cache=True,
+            )
         self.ids.copy_(out.logits[:, -1:].argmax(-1))
         self.position.fill_(PROMPT)
 
     def step(self) -> None:
         with torch.no_grad():
-            out = self.model(input_ids=self.ids, past_key_values=self.cache, cache_position=self.position,
-                             position_ids=self.position.expand(BATCH, 1), use_cache=True)
+            out = self.model(
+                input_ids=self.ids,
+                past_key_values=self.cache,
+                cache_position=self.position,
+                position_ids=self.position.expand(BATCH, 1),
+                use_cache=True,
+            )
             self.ids.copy_(out.logits[:, -1:].argmax(-1))
             self.position.add_(1)
 
@@ -229,8 +267,9 @@ def record_decode(model, mode: str, variant: str, rec: Recorder, args: argparse.
             twin.remove()
 
 
-def _record_graph(decoder: Decoder, twin: Annotations | None, rec: Recorder, args: argparse.Namespace,
-                  name: str) -> dict:
+def _record_graph(
+    decoder: Decoder, twin: Annotations | None, rec: Recorder, args: argparse.Namespace, name: str
+) -> dict:
     """Warm up on a side stream, capture one step into a CUDA graph, replay it per step. The twin captures inside
     its recorded range with the hooks on (capture-time launches and graph nodes carry the layer ranges); the bare
     run captures before its range, as a serving engine does at start-up."""
@@ -265,9 +304,9 @@ def record_prefill(model, variant: str, rec: Recorder, args: argparse.Namespace,
         model(input_ids=prompt)  # warm-up
     twin = Annotations(model) if variant == "twin" else None
     try:
-        with rec.record(name), torch.no_grad():
-            with twin.step("prefill_step_0") if twin else contextlib.nullcontext():
-                out = model(input_ids=prompt)
+        step = twin.step("prefill_step_0") if twin else contextlib.nullcontext()
+        with rec.record(name), torch.no_grad(), step:
+            out = model(input_ids=prompt)
         return {"tokens": out.logits[:, -1].argmax(-1).tolist()}
     finally:
         if twin:
@@ -278,8 +317,13 @@ def record_generate(model, variant: str, rec: Recorder, args: argparse.Namespace
     """transformers' own generate loop (greedy, dynamic cache): one prefill and `--steps` decode forwards."""
     generator = torch.Generator().manual_seed(3)
     prompt = torch.randint(0, VOCAB, (BATCH, PROMPT), generator=generator).to(args.device)
-    kwargs = dict(max_new_tokens=args.steps + 1, min_new_tokens=args.steps + 1, do_sample=False,
-                  attention_mask=torch.ones_like(prompt), pad_token_id=0)
+    kwargs = dict(
+        max_new_tokens=args.steps + 1,
+        min_new_tokens=args.steps + 1,
+        do_sample=False,
+        attention_mask=torch.ones_like(prompt),
+        pad_token_id=0,
+    )
     with torch.no_grad():
         model.generate(prompt, **kwargs)  # warm-up
     twin = Annotations(model) if variant == "twin" else None
@@ -349,9 +393,18 @@ def main() -> None:
                 except Exception as exc:  # one failed recording must not lose the others
                     info, status = {}, f"failed: {type(exc).__name__}: {exc}"[:500]
                     sync_quietly()
-                row = {"name": name, "model": model_name, "mode": mode, "variant": variant, "profiler": args.profiler,
-                       "steps": 1 if mode == "prefill" else args.steps + (1 if mode == "generate" else 0),
-                       "layers": LAYERS, "status": status, "seconds": round(time.time() - began, 1), **info}
+                row = {
+                    "name": name,
+                    "model": model_name,
+                    "mode": mode,
+                    "variant": variant,
+                    "profiler": args.profiler,
+                    "steps": 1 if mode == "prefill" else args.steps + (1 if mode == "generate" else 0),
+                    "layers": LAYERS,
+                    "status": status,
+                    "seconds": round(time.time() - began, 1),
+                    **info,
+                }
                 print(json.dumps(row), flush=True)
                 with meta_path.open("a") as fh:
                     fh.write(json.dumps(row) + "\n")

@@ -18,7 +18,6 @@ the kernels outside layers.
 
 from __future__ import annotations
 
-import bisect
 import gzip
 import json
 import lzma
@@ -63,7 +62,11 @@ class Lanes:
     def innermost(self, thread: object, t: float, pattern: re.Pattern[str]) -> int | None:
         best: Range | None = None
         for r in self.by_thread.get(thread, ()):
-            if r.start <= t < r.end and pattern.match(r.name) and (best is None or r.end - r.start < best.end - best.start):
+            if (
+                r.start <= t < r.end
+                and pattern.match(r.name)
+                and (best is None or r.end - r.start < best.end - best.start)
+            ):
                 best = r
         match = pattern.match(best.name) if best else None
         return int(next(g for g in match.groups() if g is not None)) if match else None
@@ -82,14 +85,19 @@ def kineto_events(path: Path) -> list[dict]:
 def kineto_kernels(path: Path) -> list[Kernel]:
     """Every kernel of a Kineto trace, in GPU start order, labelled by the annotations in the same file."""
     events = kineto_events(path)
-    calls = {e["args"]["correlation"]: e for e in events
-             if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    calls = {
+        e["args"]["correlation"]: e
+        for e in events
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})
+    }
     lanes = Lanes()
     for e in events:
         if e.get("cat") in ("user_annotation", "python_function") and e.get("ph") == "X":
             lanes.add((e["pid"], e["tid"]), Range(e["name"], e["ts"], e["ts"] + e["dur"]))
-    gpu = sorted((e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and e.get("ph") == "X"),
-                 key=lambda e: (e["ts"], e.get("args", {}).get("correlation", 0)))
+    gpu = sorted(
+        (e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and e.get("ph") == "X"),
+        key=lambda e: (e["ts"], e.get("args", {}).get("correlation", 0)),
+    )
     captured = _kineto_capture_layers(events, calls, lanes, {e.get("args", {}).get("correlation") for e in gpu})
     replay_position: dict[int, int] = {}
     kernels = []
@@ -111,8 +119,10 @@ def kineto_kernels(path: Path) -> list[Kernel]:
 
 def _kineto_capture_layers(events: list[dict], calls: dict, lanes: Lanes, ran: set) -> list[int | None]:
     """Layer of each launch call made during a CUDA graph capture (a launch whose correlation ran nothing)."""
-    orphans = sorted((c for c in calls.values() if LAUNCH.search(c["name"]) and c["args"]["correlation"] not in ran),
-                     key=lambda c: c["ts"])
+    orphans = sorted(
+        (c for c in calls.values() if LAUNCH.search(c["name"]) and c["args"]["correlation"] not in ran),
+        key=lambda c: c["ts"],
+    )
     return [lanes.innermost((c["pid"], c["tid"]), c["ts"], LAYER) for c in orphans]
 
 
@@ -139,11 +149,15 @@ def nsys_kernels(path: Path) -> list[Kernel]:
     strings = dict(con.execute("SELECT id, value FROM StringIds"))
     lanes = Lanes()
     for start, end, text, text_id, tid in _rows(
-        con, "NVTX_EVENTS", "SELECT start, end, text, textId, globalTid FROM NVTX_EVENTS WHERE eventType = 59 AND end IS NOT NULL"
+        con,
+        "NVTX_EVENTS",
+        "SELECT start, end, text, textId, globalTid FROM NVTX_EVENTS WHERE eventType = 59 AND end IS NOT NULL",
     ):
         lanes.add(tid, Range(text if text is not None else strings.get(text_id, ""), start, end))
-    calls = {corr: (start, tid) for corr, start, tid in con.execute(
-        "SELECT correlationId, start, globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME")}
+    calls = {
+        corr: (start, tid)
+        for corr, start, tid in con.execute("SELECT correlationId, start, globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME")
+    }
     nodes = _node_origins(con)
     kernels = []
     for name_id, start, corr, node in con.execute(
@@ -169,8 +183,11 @@ def _rows(con: sqlite3.Connection, table: str, sql: str) -> list[tuple]:
 
 def _node_origins(con: sqlite3.Connection) -> dict[int, tuple[int, int]]:
     """graph node id -> (creation time, thread) of the node it was first captured as."""
-    rows = _rows(con, "CUDA_GRAPH_NODE_EVENTS",
-                 "SELECT graphNodeId, originalGraphNodeId, start, globalTid FROM CUDA_GRAPH_NODE_EVENTS")
+    rows = _rows(
+        con,
+        "CUDA_GRAPH_NODE_EVENTS",
+        "SELECT graphNodeId, originalGraphNodeId, start, globalTid FROM CUDA_GRAPH_NODE_EVENTS",
+    )
     first: dict[int, tuple[int | None, int, int]] = {}
     for node, original, start, tid in sorted(rows, key=lambda r: r[2]):
         known = first.get(node)
@@ -251,8 +268,9 @@ def qwen3_norm_truth(path: Path, layers: int = 36) -> list[dict]:
     argmax after it; the kernels before the replay (one ran half a second earlier) prepare the batch."""
     events = kineto_events(path)
     kernels = sorted((e for e in events if e.get("cat") == "kernel"), key=lambda e: e["ts"])
-    replay = max({e["args"]["correlation"] for e in kernels}, key=lambda c: sum(e["args"]["correlation"] == c
-                                                                                 for e in kernels))
+    replay = max(
+        {e["args"]["correlation"] for e in kernels}, key=lambda c: sum(e["args"]["correlation"] == c for e in kernels)
+    )
     first = next(i for i, e in enumerate(kernels) if e["args"]["correlation"] == replay)
     norms = [i for i, e in enumerate(kernels) if "add_rmsnorm_quant_kernel" in e["name"] and "Li256E" in e["name"]]
     norms = [i for i in norms if i >= first]
@@ -262,8 +280,9 @@ def qwen3_norm_truth(path: Path, layers: int = 36) -> list[dict]:
     for layer in range(layers):
         for i in range(norms[2 * layer], norms[2 * layer + 2]):
             layer_of[i] = layer
-    return per_step([Kernel(e["name"], e["ts"], 0 if i >= first else None, layer_of.get(i))
-                     for i, e in enumerate(kernels)])
+    return per_step(
+        [Kernel(e["name"], e["ts"], 0 if i >= first else None, layer_of.get(i)) for i, e in enumerate(kernels)]
+    )
 
 
 def corpus_files(root: Path) -> list[Path]:
@@ -285,8 +304,10 @@ def main() -> None:
             continue
         layers = {len(s["layers"]) for s in steps}
         counts = sorted({c for s in steps for c in s["layers"]})
-        print(f"{name}: {len(steps)} steps, layers/step {layers}, kernels/layer {counts}, "
-              f"outside {[s['outside'] for s in steps]}")
+        print(
+            f"{name}: {len(steps)} steps, layers/step {layers}, kernels/layer {counts}, "
+            f"outside {[s['outside'] for s in steps]}"
+        )
 
 
 if __name__ == "__main__":
