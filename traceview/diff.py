@@ -241,8 +241,9 @@ def _layer_kernels(ref: RunRef, phase: str | None, layer: int) -> list[Row]:
 
 
 def normalize_kernel_name(name: str) -> str:
-    """Name used to line kernels up: lower case, numbers folded (triton_poi_fused_add_0 ~ ..._add_1)."""
-    return re.sub(r"\d+", "#", name.lower())
+    """Name used to line kernels up: the short name, with the trailing number of a generated kernel folded
+    (triton_poi_fused_add_0 ~ triton_poi_fused_add_1: torch.compile numbers its kernels in order of creation)."""
+    return re.sub(r"_\d+$", "_#", name)
 
 
 def _substitution_cost(a: str, b: str) -> float:
@@ -254,8 +255,9 @@ def _substitution_cost(a: str, b: str) -> float:
 def align_kernels(seq_a: Sequence[Row], seq_b: Sequence[Row]) -> list[Row]:
     """Edit-distance alignment of two kernel sequences (insert/delete cost 1, rename cost < 1).
 
-    Each output row is `kept` (same normalized name), `replaced` (a different kernel in the same place,
-    e.g. a fused kernel standing for several eager ones), `fused_away` (only in A) or `new` (only in B).
+    Each output row is `kept` (the same kernel: same short name, see ingest/kernel_names.py), `replaced` (a
+    different kernel in the same place, e.g. a fused kernel standing for several eager ones), `fused_away` (only
+    in A) or `new` (only in B).
     """
     names_a = [normalize_kernel_name(r["name"]) for r in seq_a]
     names_b = [normalize_kernel_name(r["name"]) for r in seq_b]
