@@ -73,7 +73,7 @@ def ingest(
         str | None,
         typer.Option(help="Keep only START:END (e.g. 100ms:250ms from the first event; @T0ns:@T1ns absolute)."),
     ] = None,
-    steps: Annotated[str | None, typer.Option(help="Keep only these ProfilerStep numbers, e.g. 3-5,8.")] = None,
+    steps: Annotated[str | None, typer.Option(help="Keep only these steps (ProfilerStep#N: N), e.g. 3-5,8.")] = None,
     jobs: Annotated[int, typer.Option(help="Processes loading the per-rank files of a run at once.", min=1)] = 1,
     memory_limit: Annotated[
         str,
@@ -197,7 +197,10 @@ def plot(
     kind: Annotated[api.plotdata.Kind, typer.Option(help="Which picture.")] = api.plotdata.Kind.timeline,
     run: RunOpt = None,
     run_b: RunBOpt = None,
-    step: Annotated[int | None, typer.Option(help="Step (default: the first steady-state step).")] = None,
+    step: Annotated[
+        int | None,
+        typer.Option(help="Step number, as `traceview layers` shows it (default: the first steady-state step)."),
+    ] = None,
     layers: Annotated[str | None, typer.Option(help="Layer indices, e.g. 3-5.", metavar="FIRST-LAST")] = None,
     rank: Annotated[int | None, typer.Option(help="Rank (default: the lowest; layers: all ranks).")] = None,
 ) -> None:
@@ -274,7 +277,11 @@ def overlap(
     database: DbArg,
     run: Annotated[str | None, typer.Option("--run", help="Label (or id) of the run (default: every run).")] = None,
     steps: Annotated[
-        str | None, typer.Option(help="Only these steps, e.g. 3-7 (default: the whole trace).", metavar="FIRST-LAST")
+        str | None,
+        typer.Option(
+            help="Only these steps (numbers as `traceview layers` shows them), e.g. 3-7 (default: the whole trace).",
+            metavar="FIRST-LAST",
+        ),
     ] = None,
     fmt: FormatOpt = Format.table,
 ) -> None:

@@ -21,6 +21,7 @@ import duckdb
 
 from ..db import first_row
 from ..errors import BadInputError
+from ..stepsel import format_steps
 from ..version import __version__
 from . import common, jsonstream
 
@@ -357,6 +358,8 @@ def load_run(con: duckdb.DuckDBPyConnection, source: Source, label: str, options
     )
     for warning in loaded.warnings:
         common.add_stat(con, run_id, None, "warning", "data_loss", 1, warning)
+    if options.steps:
+        _check_steps(con, run_id, options.steps, source)
     if options.time_window is not None or options.steps:
         window = options.time_window
         common.apply_window(
@@ -367,6 +370,18 @@ def load_run(con: duckdb.DuckDBPyConnection, source: Source, label: str, options
         )
     common.finish_run(con, run_id, ranges_nested=loaded.ranges_nested)
     return run_id
+
+
+def _check_steps(con: duckdb.DuckDBPyConnection, run_id: int, steps: tuple[int, ...], source: Source) -> None:
+    """--steps must select at least one ProfilerStep#N of the trace: a one-line error naming those it has."""
+    present = common.profiler_step_numbers(con, run_id)
+    if not set(steps) & set(present):
+        have = f"its steps are {format_steps(present)}" if present else "it has no ProfilerStep#N ranges"
+        raise BadInputError(
+            source.path,
+            f"--steps {format_steps(steps)} selects no step of the trace",
+            f"{have}; pick among them, or use --time-window",
+        )
 
 
 def _backend_loader(
