@@ -148,17 +148,20 @@ def diff(
     label_a: Annotated[str | None, typer.Option("--a", help="Label of run A (default: the first run).")] = None,
     label_b: Annotated[str | None, typer.Option("--b", help="Label of run B (default: the first run).")] = None,
     fail_if_slower: Annotated[
-        float | None, typer.Option(help="Exit 1 when B is slower than A by more than PCT per layer.", metavar="PCT")
+        float | None,
+        typer.Option(help="Exit 1 when B is slower than A by more than PCT per layer (see --metric).", metavar="PCT"),
     ] = None,
+    metric: Annotated[
+        diff_stage.Metric,
+        typer.Option(help="What --fail-if-slower compares: span (launch gaps included) or busy (the GPU work)."),
+    ] = diff_stage.Metric.span,
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Compare two runs layer by layer: kernels, µs, exposed communication, fused and new kernels."""
     result = api.diff(a, b, label_a, label_b)
     emit(render_diff(result, fmt))
-    if fail_if_slower is not None and diff_stage.is_slower(result, fail_if_slower):
-        stderr.print(
-            f"error: {result.summary['b']} is more than {fail_if_slower:g}% slower per layer than {result.summary['a']}"
-        )
+    if fail_if_slower is not None and diff_stage.is_slower(result, fail_if_slower, metric):
+        stderr.print(f"error: {diff_stage.gate_message(result, fail_if_slower, metric)}", markup=False)
         raise typer.Exit(1)
 
 
@@ -170,7 +173,7 @@ def render_diff(result: diff_stage.Diff, fmt: Format) -> str:
         return render(result.layers, fmt)
     summary = result.summary
     title = f"{summary['a']} → {summary['b']} ({summary['phase']} steps)"
-    parts = [f"{title}: {summary['headline']}\n{summary['busy_line']}", *[f"note: {n}" for n in result.notes]]
+    parts = [f"{title}: {summary['headline']}", *[f"note: {n}" for n in result.notes]]
     parts.append(
         render(diff_stage.display_layers(result), fmt, title="per layer, A → B (medians across steps and ranks)")
     )
