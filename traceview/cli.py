@@ -155,28 +155,34 @@ def diff(
         diff_stage.Metric,
         typer.Option(help="What --fail-if-slower compares: span (launch gaps included) or busy (the GPU work)."),
     ] = diff_stage.Metric.span,
+    by_rank: Annotated[
+        bool, typer.Option("--by-rank", help="Also one row per layer and rank (csv: only those rows).")
+    ] = False,
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Compare two runs layer by layer: kernels, µs, exposed communication, fused and new kernels."""
     result = api.diff(a, b, label_a, label_b)
-    emit(render_diff(result, fmt))
+    emit(render_diff(result, fmt, by_rank))
     if fail_if_slower is not None and diff_stage.is_slower(result, fail_if_slower, metric):
         stderr.print(f"error: {diff_stage.gate_message(result, fail_if_slower, metric)}", markup=False)
         raise typer.Exit(1)
 
 
-def render_diff(result: diff_stage.Diff, fmt: Format) -> str:
-    """The diff as one document: headline, notes, per-layer table, kernel alignment, top changes."""
+def render_diff(result: diff_stage.Diff, fmt: Format, by_rank: bool = False) -> str:
+    """The diff as one document: headline, notes, per-layer (and per-rank) table, kernel alignment, top changes."""
     if fmt is Format.json:
         return json.dumps(result.as_json(), indent=2, default=str)
     if fmt is Format.csv:
-        return render(result.layers, fmt)
+        return render(result.by_rank if by_rank else result.layers, fmt)
     summary = result.summary
     title = f"{summary['a']} → {summary['b']} ({summary['phase']} steps)"
     parts = [f"{title}: {summary['headline']}", *[f"note: {n}" for n in result.notes]]
     parts.append(
         render(diff_stage.display_layers(result), fmt, title="per layer, A → B (medians across steps and ranks)")
     )
+    if by_rank:
+        title = "per layer and rank, A → B (medians across steps)"
+        parts.append(render(diff_stage.display_ranks(result), fmt, title=title))
     parts.append(
         render(result.kernels, fmt, title=f"kernel alignment, layer {summary['representative_layer']} (one instance)")
     )
@@ -328,25 +334,37 @@ STEP_COLUMNS = (
 
 
 @app.command()
-def layers(database: DbArg, run: RunOpt = None, fmt: FormatOpt = Format.table) -> None:
+def layers(
+    database: DbArg,
+    run: RunOpt = None,
+    by_rank: Annotated[
+        bool, typer.Option("--by-rank", help="One row per layer and rank (medians across that rank's steps).")
+    ] = False,
+    fmt: FormatOpt = Format.table,
+) -> None:
     """Per transformer layer: kernels and µs (medians across steps and ranks), totals per step, and the method.
 
-    json and csv: one row per (rank, step, layer) instance.
+    json and csv: one row per (rank, step, layer) instance; with --by-rank, one row per (rank, layer).
     """
     result = api.layers(database, run)
+    per_rank, widest = api.layer_ranks(database, run)
     if fmt in (Format.json, Format.csv):
         for note in result.notes:
             stderr.print(f"note: {note}", markup=False, soft_wrap=True)
-        emit(render(result.instances, fmt, columns=INSTANCE_COLUMNS))
+        emit(render(per_rank, fmt) if by_rank else render(result.instances, fmt, columns=INSTANCE_COLUMNS))
         return
     head = [f"{result.label}: layers found by {', '.join(result.methods) or 'no method'}"]
     parts = ["\n".join(head + [f"note: {note}" for note in result.notes])]
-    if result.per_layer:
-        parts.append(
-            render(
-                result.per_layer, fmt, title="per layer (medians across steady steps and ranks)", columns=LAYER_COLUMNS
-            )
-        )
+    if by_rank:
+        parts.append(render(per_rank, fmt, title="per layer and rank (medians across the rank's steady steps)"))
+    elif result.per_layer:
+        columns, title = LAYER_COLUMNS, "per layer (medians across steady steps and ranks)"
+        rows = result.per_layer
+        if widest:
+            columns += ("rank_spread",)
+            title = "per layer (medians across steady steps and ranks; rank_spread: where ranks differ most)"
+            rows = [{**row, "rank_spread": widest.get(row["layer"], "")} for row in rows]
+        parts.append(render(rows, fmt, title=title, columns=columns))
     parts.append(render(result.per_step, fmt, title="per step", columns=STEP_COLUMNS))
     emit("\n\n".join(parts))
 

@@ -43,11 +43,13 @@ class Diff:
     kernels: list[Row]
     top_changes: list[Row]
     notes: list[str] = field(default_factory=list)
+    by_rank: list[Row] = field(default_factory=list)
 
     def as_json(self) -> Row:
         return {
             "summary": self.summary,
             "layers": self.layers,
+            "by_rank": self.by_rank,
             "kernels": self.kernels,
             "top_changes": self.top_changes,
             "notes": self.notes,
@@ -83,7 +85,11 @@ def compare(a: RunRef, b: RunRef) -> Diff:
     representative = _representative_layer(layers_a, layers_b)
     kernels = align_kernels(_layer_kernels(a, phase, representative), _layer_kernels(b, phase, representative))
     summary["representative_layer"] = representative
-    return Diff(summary, layer_table, kernels, _top_changes(a, b, phase), notes)
+    by_rank = _rank_table(layers_a, layers_b)
+    for row in layer_table:
+        row["rank_spread_a"] = widest_rank_spread([r for r in by_rank if r["layer"] == row["layer"]], "a")
+        row["rank_spread_b"] = widest_rank_spread([r for r in by_rank if r["layer"] == row["layer"]], "b")
+    return Diff(summary, layer_table, kernels, _top_changes(a, b, phase), notes, by_rank)
 
 
 def _common_phase(a: RunRef, b: RunRef, notes: list[str]) -> str | None:
@@ -166,6 +172,38 @@ def _layer_table(rows_a: list[Row], rows_b: list[Row]) -> list[Row]:
         row["instances_a"], row["instances_b"] = len(side_a), len(side_b)
         table.append(row)
     return table
+
+
+def _rank_table(rows_a: list[Row], rows_b: list[Row]) -> list[Row]:
+    """One row per (layer, rank): medians across that rank's steps on each side, and the span ratio."""
+    keys = sorted({(r["layer"], r["rank"]) for r in rows_a} | {(r["layer"], r["rank"]) for r in rows_b})
+    table = []
+    for layer, rank in keys:
+        side_a = [r for r in rows_a if r["layer"] == layer and r["rank"] == rank]
+        side_b = [r for r in rows_b if r["layer"] == layer and r["rank"] == rank]
+        row: Row = {"layer": layer, "rank": rank}
+        for metric in METRICS:
+            row[f"{metric}_a"], row[f"{metric}_b"] = _median(side_a, metric), _median(side_b, metric)
+        row["speedup"] = _ratio(row["span_us_a"], row["span_us_b"])
+        row["instances_a"], row["instances_b"] = len(side_a), len(side_b)
+        table.append(row)
+    return table
+
+
+def widest_rank_spread(rank_rows: Sequence[Row], side: str) -> str | None:
+    """Of one layer's per-rank medians on `side` (a or b): the figure whose ranks differ most, as
+    `comm_us 2.50x` (max / min); None with fewer than two ranks. Same rule as the query layer_rank_spread."""
+    if len(rank_rows) < 2:
+        return None
+    ratios = []
+    for metric in ("busy_us", "comm_us", "exposed_comm_us", "span_us"):  # on a tie, the first
+        values = [r[f"{metric}_{side}"] for r in rank_rows if r[f"{metric}_{side}"] is not None]
+        if values and max(values) > 0:
+            ratios.append((max(values) / max(min(values), 0.001), metric))
+    if not ratios:
+        return None
+    ratio, metric = max(ratios, key=lambda pair: pair[0])
+    return f"{metric} {ratio:.2f}x"
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -365,6 +403,21 @@ def display_layers(diff: Diff) -> list[Row]:
         row["speedup"] = f"{layer['speedup']:.2f}x" if layer["speedup"] else ""
         row["span_spread_us"] = f"{_num(layer['span_spread_us_a'])} / {_num(layer['span_spread_us_b'])}"
         row["instances"] = f"{layer['instances_a']} / {layer['instances_b']}"
+        if layer["rank_spread_a"] or layer["rank_spread_b"]:
+            row["rank_spread"] = f"{layer['rank_spread_a'] or '-'} / {layer['rank_spread_b'] or '-'}"
+        rows.append(row)
+    return rows
+
+
+def display_ranks(diff: Diff) -> list[Row]:
+    """The per-(layer, rank) table for people: `A → B` cells and the speed-up."""
+    rows = []
+    for entry in diff.by_rank:
+        row: Row = {"layer": entry["layer"], "rank": entry["rank"]}
+        for metric in METRICS:
+            row[metric] = f"{_num(entry[f'{metric}_a'])} → {_num(entry[f'{metric}_b'])}"
+        row["speedup"] = f"{entry['speedup']:.2f}x" if entry["speedup"] else ""
+        row["instances"] = f"{entry['instances_a']} / {entry['instances_b']}"
         rows.append(row)
     return rows
 
