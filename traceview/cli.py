@@ -292,16 +292,28 @@ def overlap(
             metavar="FIRST-LAST",
         ),
     ] = None,
+    like_hta: Annotated[
+        bool,
+        typer.Option(
+            "--like-hta",
+            help="HTA 0.5's figure: its kernel set (last ProfilerStep dropped), ^nccl.*Kernel as comm, whole µs.",
+        ),
+    ] = False,
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Compute/communication overlap per rank as HTA defines it: (comm ∩ compute) / comm, and the window it covers."""
+    if like_hta and steps:
+        raise UsageError(None, "--like-hta takes no --steps", "HTA measures its own kernel set; drop one of them")
     with api.connect(database) as con:
-        rows = sqllib.overlap(con, run, sqllib.parse_steps(steps) if steps else None)
-    if fmt is not Format.json:
-        shown = ("label", "rank", "time_window", "window_us", "kernels", "comm_us", "compute_us", "overlap_us")
-        rows = [{k: r[k] for k in (*shown, "exposed_comm_us", "overlap_pct")} for r in rows]
+        if like_hta:
+            rows = sqllib.overlap_like_hta(con, run)
+        else:
+            rows = sqllib.overlap(con, run, sqllib.parse_steps(steps) if steps else None)
+    if fmt is not Format.json:  # keys for programs, not for people
+        rows = [{k: v for k, v in r.items() if k not in ("run_id", "window_start_ns", "window_end_ns")} for r in rows]
     windows = sorted({str(r["time_window"]) for r in rows}) or ["no kernels"]
-    emit(render(rows, fmt, title=f"compute/communication overlap per rank, over: {', '.join(windows)}"))
+    how = "as HTA 0.5 computes it (--like-hta)" if like_hta else "per rank"
+    emit(render(rows, fmt, title=f"compute/communication overlap {how}, over: {', '.join(windows)}"))
 
 
 # --- steps and layers: layers, segment (issue 4) ---

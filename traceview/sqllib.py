@@ -344,19 +344,31 @@ def overlap(
     window_us, kernels, comm_us, compute_us, overlap_us, exposed_comm_us, overlap_pct. `steps` (first, last)
     counts only the kernels segmentation put in those steps; None counts every kernel of the trace.
     """
-    if run is not None:
-        ensure_installed(con)
-        if not con.execute("FROM run_select(run := ?)", [run]).fetchall():
-            labels = ", ".join(r[0] for r in con.execute("SELECT label FROM runs ORDER BY run_id").fetchall())
-            raise UsageError(
-                database_path(con), f"no run {run!r} in the database", f"choose one of: {labels or 'none'}"
-            )
+    _check_run(con, run)
     params: dict[str, Any] = {"run": run}
     if steps is not None:
         _check_steps_chosen(con, run, steps)
         params |= {"step_from": steps[0], "step_to": steps[1]}
     columns, rows = run_query(con, "comm_overlap", params)
     return [dict(zip(columns, row, strict=True)) for row in rows]
+
+
+def overlap_like_hta(con: duckdb.DuckDBPyConnection, run: str | int | None = None) -> list[dict[str, Any]]:
+    """Compute/communication overlap per rank as HTA 0.5's get_comm_comp_overlap computes it (query
+    comm_overlap_hta: HTA's kernel set, its ^nccl.*Kernel rule and whole microseconds), to compare with HTA."""
+    _check_run(con, run)
+    columns, rows = run_query(con, "comm_overlap_hta", {"run": run})
+    return [dict(zip(columns, row, strict=True)) for row in rows]
+
+
+def _check_run(con: duckdb.DuckDBPyConnection, run: str | int | None) -> None:
+    """A `run` that names no run of the database: a one-line error listing the labels."""
+    if run is None:
+        return
+    ensure_installed(con)
+    if not con.execute("FROM run_select(run := ?)", [run]).fetchall():
+        labels = ", ".join(r[0] for r in con.execute("SELECT label FROM runs ORDER BY run_id").fetchall())
+        raise UsageError(database_path(con), f"no run {run!r} in the database", f"choose one of: {labels or 'none'}")
 
 
 def _check_steps_chosen(con: duckdb.DuckDBPyConnection, run: str | int | None, steps: tuple[int, int]) -> None:
