@@ -20,6 +20,8 @@ from . import export as export_stage
 from .db import first_row
 from .errors import DatabaseError
 from .ingest import (
+    STAGE_COMMIT,
+    STAGE_SEGMENTATION,
     IngestOptions,
     RetryCarefully,
     Source,
@@ -27,6 +29,7 @@ from .ingest import (
     delete_run,
     labelled_run,
     load_run,
+    report_stage,
     resolve_source,
 )
 from .segment import SegmentOptions, SegmentResult, segment_run
@@ -126,9 +129,12 @@ def _ingest_once(
         if taken:
             delete_run(con, taken[0])
         run_id = load_run(con, source, label, options)
+        report_stage(options.progress, STAGE_SEGMENTATION)
         segment_run(con, run_id, segment_options)
         sqllib.install(con)
-        return summarize(con, run_id)
+        summary = summarize(con, run_id)
+        report_stage(options.progress, STAGE_COMMIT)  # when the session closes
+        return summary
 
 
 def export_parquet(database: str | Path, directory: str | Path, run: str | None = None) -> Path:

@@ -15,15 +15,26 @@ from typing import Annotated
 import duckdb
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import BarColumn, DownloadColumn, Progress, Task, TaskID, TextColumn, TimeRemainingColumn
+from rich.text import Text
 
 from . import api, sqllib
 from . import diff as diff_stage
 from .errors import TraceviewError, UsageError
-from .ingest import IngestOptions, parse_memory_limit, parse_steps, parse_time_window
+from .ingest import (
+    STAGE_COMMIT,
+    STAGE_NESTING,
+    STAGE_SEGMENTATION,
+    STAGE_TABLES,
+    IngestOptions,
+    parse_memory_limit,
+    parse_steps,
+    parse_time_window,
+)
 from .output import Format, render
 from .segment import Method, SegmentOptions
 from .segment.report import INSTANCE_COLUMNS
+from .version import __version__
 
 app = typer.Typer(
     add_completion=False,
@@ -44,9 +55,19 @@ LayerPatternOpt = Annotated[
 StepPatternOpt = Annotated[str | None, typer.Option(help="Regex naming step ranges (NVTX or record_function).")]
 
 
+def _show_version(asked: bool) -> None:
+    if asked:
+        typer.echo(f"traceview {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _global(
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks instead of one-line errors.")] = False,
+    version: Annotated[
+        bool,
+        typer.Option("--version", help="Show traceview's version and exit.", callback=_show_version, is_eager=True),
+    ] = False,
 ) -> None:
     _state["debug"] = debug
 
@@ -442,25 +463,62 @@ def _summary_row(summary: api.RunSummary) -> dict[str, object]:
     }
 
 
+STAGE_WORDS = {
+    STAGE_TABLES: "tables: building the schema's tables",
+    STAGE_NESTING: "nesting: CPU ranges, launch links, counters",
+    STAGE_SEGMENTATION: "segmentation: steps, layers, busy time",
+    STAGE_COMMIT: "commit: writing the database",
+}
+
+
+class _BytesColumn(DownloadColumn):
+    """Bytes read so far, on the lines that count bytes (a file being read); nothing on the others."""
+
+    def render(self, task: Task) -> Text:
+        return super().render(task) if task.fields.get("bytes") else Text("")
+
+
+class StageProgress:
+    """Progress of an ingest on a rich Progress: one line per stage, the running one last.
+
+    A line never moves backwards (two readers of one file report their positions in turn: the line shows the
+    furthest), and a stage that starts completes the lines before it, so the screen names what is running.
+    """
+
+    def __init__(self, bar: Progress) -> None:
+        self.bar = bar
+        self.tasks: dict[str, TaskID] = {}
+
+    def __call__(self, what: str, done: int, total: int) -> None:
+        if what not in self.tasks:
+            self._finish_all()
+            counts_bytes = total >= 1024  # a file's size; stage counts and announcements are small
+            self.tasks[what] = self.bar.add_task(STAGE_WORDS.get(what, what), total=total or None, bytes=counts_bytes)
+        task = self.tasks[what]
+        shown = self.bar.tasks[self._index(task)]
+        self.bar.update(task, completed=max(shown.completed, done), total=total or shown.total)
+
+    def _finish_all(self) -> None:
+        for task in self.tasks.values():
+            shown = self.bar.tasks[self._index(task)]
+            self.bar.update(task, total=shown.total or 1, completed=shown.total or 1)
+
+    def _index(self, task: TaskID) -> int:
+        return next(i for i, t in enumerate(self.bar.tasks) if t.id == task)
+
+
 class _progress:
-    """A progress bar on stderr for long reads; silent when stderr is not a terminal."""
+    """A progress display on stderr for ingest (StageProgress); silent when stderr is not a terminal."""
 
     def __enter__(self) -> api.Progress | None:
         if not sys.stderr.isatty():
             self._bar = None
             return None
         self._bar = Progress(
-            TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeRemainingColumn(), console=stderr
+            TextColumn("{task.description}"), BarColumn(), _BytesColumn(), TimeRemainingColumn(), console=stderr
         )
         self._bar.start()
-        self._tasks: dict[str, int] = {}
-        return self._update
-
-    def _update(self, what: str, done: int, total: int) -> None:
-        assert self._bar is not None
-        if what not in self._tasks:
-            self._tasks[what] = self._bar.add_task(what, total=total or None)
-        self._bar.update(self._tasks[what], completed=done)
+        return StageProgress(self._bar)
 
     def __exit__(self, *exc: object) -> None:
         if self._bar is not None:
