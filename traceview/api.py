@@ -274,21 +274,26 @@ def layers(database: str | Path, run: str | None = None) -> LayerReport:
 
 
 def layer_ranks(database: str | Path, run: str | None = None) -> tuple[list[dict[str, object]], dict[int, str]]:
-    """Per layer and rank, the medians across the rank's steady steps (query layer_ranks); and per layer index
-    the figure whose ranks differ most (query layer_rank_spread, `widest`), for `traceview layers`."""
+    """Per layer, phase and rank, the medians across the rank's steady steps (query layer_summary); and per layer
+    index the figure whose ranks differ most (query layer_rank_spread, the widest of any phase)."""
     with connect(database) as con:
         ref = diff_stage.resolve_run(con, run, str(database))
         sqllib.ensure_installed(con)
         result = con.execute(
-            """SELECT rank, layer, instances, kernels, round(span_us, 3) AS span_us, round(busy_us, 3) AS busy_us,
-                      round(comm_us, 3) AS comm_us, round(exposed_comm_us, 3) AS exposed_comm_us
-               FROM layer_ranks WHERE run_id = ? ORDER BY rank, layer""",
+            """SELECT rank, phase, layer, steps AS instances, kernels_median AS kernels,
+                      round(span_us_median, 3) AS span_us, round(busy_us_median, 3) AS busy_us,
+                      round(comm_us_median, 3) AS comm_us, round(exposed_comm_us_median, 3) AS exposed_comm_us
+               FROM layer_summary WHERE run_id = ? ORDER BY rank, phase, layer""",
             [ref.run_id],
         )
         columns = [d[0] for d in result.description]
         rows = [dict(zip(columns, r, strict=True)) for r in result.fetchall()]
-        spread = con.execute("SELECT layer, widest FROM layer_rank_spread WHERE run_id = ?", [ref.run_id]).fetchall()
-    return rows, {layer: widest for layer, widest in spread if widest is not None}
+        spread = con.execute(
+            """SELECT layer, arg_max(widest, widest_ratio) FROM layer_rank_spread
+               WHERE run_id = ? AND widest IS NOT NULL GROUP BY layer""",
+            [ref.run_id],
+        ).fetchall()
+    return rows, dict(spread)
 
 
 # Pictures, report and export (issue 7): open the databases, pick the runs, hand over to plot/report/export.

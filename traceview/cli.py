@@ -371,7 +371,7 @@ def layers(
     database: DbArg,
     run: RunOpt = None,
     by_rank: Annotated[
-        bool, typer.Option("--by-rank", help="One row per layer and rank (medians across that rank's steps).")
+        bool, typer.Option("--by-rank", help="One row per layer, phase and rank (medians across that rank's steps).")
     ] = False,
     fmt: FormatOpt = Format.table,
 ) -> None:

@@ -56,7 +56,7 @@ def short_kernel_name(name: str) -> str:
         return name
     text = canonical_spelling(name)
     head, params = _split_parameters(text)
-    function = _last_component(_drop_return_type(head))
+    function = _after_last_top_level(_after_last_top_level(head, " "), "::")
     if "<" not in function and params:
         function += _compact(params)
     return _compact(function).replace(_ANONYMOUS_TOKEN, _ANONYMOUS) or name.strip()
@@ -92,30 +92,18 @@ def _split_parameters(text: str) -> tuple[str, str]:
     return text, ""
 
 
-def _drop_return_type(head: str) -> str:
-    """The qualified name: what follows the last top-level space (`void ns::f<int>` -> `ns::f<int>`)."""
+def _after_last_top_level(text: str, separator: str) -> str:
+    """What follows the last `separator` outside brackets: the qualified name after the return type
+    (`void ns::f<int>`, " " -> `ns::f<int>`), or the name after the namespaces (`ns::f<X::Y>`, "::" -> `f<X::Y>`)."""
     depth, cut = 0, 0
-    for i, char in enumerate(head):
+    for i, char in enumerate(text):
         if char in "<([{":
             depth += 1
         elif char in ">)]}":
             depth = max(depth - 1, 0)
-        elif char == " " and depth == 0:
-            cut = i + 1
-    return head[cut:]
-
-
-def _last_component(qualified: str) -> str:
-    """`at::native::kernel<X::Y>` -> `kernel<X::Y>`: the name after the last top-level `::`."""
-    depth, cut = 0, 0
-    for i, char in enumerate(qualified):
-        if char in "<([{":
-            depth += 1
-        elif char in ">)]}":
-            depth = max(depth - 1, 0)
-        elif depth == 0 and qualified.startswith("::", i):
-            cut = i + 2
-    return qualified[cut:]
+        elif depth == 0 and text.startswith(separator, i):
+            cut = i + len(separator)
+    return text[cut:]
 
 
 def _compact(text: str) -> str:
