@@ -80,15 +80,12 @@ def compare(a: RunRef, b: RunRef) -> Diff:
             empty, "no transformer layers were found in this run", "run `traceview layers` on it to see why"
         )
     _note_layer_mismatch(a, b, layers_a, layers_b, notes)
-    layer_table = _layer_table(layers_a, layers_b)
+    by_rank = _rank_table(layers_a, layers_b)
+    layer_table = _layer_table(layers_a, layers_b, by_rank)
     summary = _summary(a, b, phase, layers_a, layers_b)
     representative = _representative_layer(layers_a, layers_b)
     kernels = align_kernels(_layer_kernels(a, phase, representative), _layer_kernels(b, phase, representative))
     summary["representative_layer"] = representative
-    by_rank = _rank_table(layers_a, layers_b)
-    for row in layer_table:
-        row["rank_spread_a"] = widest_rank_spread([r for r in by_rank if r["layer"] == row["layer"]], "a")
-        row["rank_spread_b"] = widest_rank_spread([r for r in by_rank if r["layer"] == row["layer"]], "b")
     return Diff(summary, layer_table, kernels, _top_changes(a, b, phase), notes, by_rank)
 
 
@@ -156,8 +153,9 @@ def _note_layer_mismatch(a: RunRef, b: RunRef, rows_a: list[Row], rows_b: list[R
         notes.append(f"layers found by {_join(methods[0])} in {a.label}, by {_join(methods[1])} in {b.label}")
 
 
-def _layer_table(rows_a: list[Row], rows_b: list[Row]) -> list[Row]:
-    """One row per layer index: medians (and spread of span) on each side, and the span ratio."""
+def _layer_table(rows_a: list[Row], rows_b: list[Row], by_rank: list[Row]) -> list[Row]:
+    """One row per layer index: medians (and spread of span, across instances and ranks) on each side, and the
+    span ratio."""
     by_a, by_b = _by_layer(rows_a), _by_layer(rows_b)
     table = []
     for layer in sorted(set(by_a) | set(by_b)):
@@ -168,6 +166,8 @@ def _layer_table(rows_a: list[Row], rows_b: list[Row]) -> list[Row]:
             row[f"{metric}_b"] = _median(side_b, metric)
         row["span_spread_us_a"] = _spread(side_a, "span_us")
         row["span_spread_us_b"] = _spread(side_b, "span_us")
+        ranks = [r for r in by_rank if r["layer"] == layer]
+        row["rank_spread_a"], row["rank_spread_b"] = widest_rank_spread(ranks, "a"), widest_rank_spread(ranks, "b")
         row["speedup"] = _ratio(row["span_us_a"], row["span_us_b"])
         row["instances_a"], row["instances_b"] = len(side_a), len(side_b)
         table.append(row)
