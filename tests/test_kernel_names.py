@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import gzip
 import json
+import lzma
+import shutil
 import sqlite3
 from pathlib import Path
 
@@ -60,6 +62,14 @@ EXTERNAL = Path(__file__).parent.parent.parent / "shared" / "external"
             "[lambda(float) (instance 1)], std::array<char *, (unsigned long)2>, (int)4>(int, T1)",
             "unrolled_elementwise_kernel<direct_copy_kernel_cuda::{lambda()#3}::{lambda()#7}::{lambda(float)#1}, "
             "array<char*, 2ul>, 4>",
+        ),
+        (
+            "void at::native::kernelHistogram1D<int, int, long, 1, 2, -1, (CUDAHistogramMemoryType)0, "
+            "at::native::CUDA_tensor_histogram<int, int, false>::{lambda(long)#2}>(int*, long)",
+            "void at::native::kernelHistogram1D<int, int, long, (int)1, (int)2, (int)-1, (CUDAHistogramMemoryType)0, "
+            "bool at::native::CUDA_tensor_histogram<int, int, (bool)0>::[lambda(long) (instance 2)]>(T1 *, T3)",
+            "kernelHistogram1D<int, int, long, 1, 2, -1, (CUDAHistogramMemoryType)0, "
+            "CUDA_tensor_histogram<int, int, false>::{lambda(long)#2}>",
         ),
         (
             "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
@@ -121,20 +131,30 @@ def _nsys_kernel_names(path: Path) -> set[str]:
     return {r[0] for r in rows}
 
 
+def _names(path: Path, scratch: Path) -> set[str]:
+    """Kernel names of a bundled trace: Kineto JSON, or an nsys SQLite export (.sqlite.xz unpacked to `scratch`)."""
+    if path.name.endswith(".json.gz"):
+        return _kineto_kernel_names(path)
+    if path.name.endswith(".xz"):
+        unpacked = scratch / path.name.removesuffix(".xz")
+        with lzma.open(path) as packed, unpacked.open("wb") as out:
+            shutil.copyfileobj(packed, out)
+        path = unpacked
+    return _nsys_kernel_names(path)
+
+
 def _bundled_traces() -> list[Path]:
     roots = [SAMPLES, DATA, EXTERNAL]
-    found = [
-        p for root in roots if root.is_dir() for p in sorted(root.rglob("*.json.gz")) + sorted(root.rglob("*.sqlite"))
-    ]
-    return [p for p in found if "corpus" not in p.parts]
+    patterns = ("*.json.gz", "*.sqlite", "*.sqlite.xz")
+    return [p for root in roots if root.is_dir() for pattern in patterns for p in sorted(root.rglob(pattern))]
 
 
-def test_no_two_kernels_of_a_bundled_trace_share_a_short_name() -> None:
+def test_no_two_kernels_of_a_bundled_trace_share_a_short_name(tmp_path: Path) -> None:
     traces = _bundled_traces()
-    assert len(traces) > 20
+    assert len(traces) > 60 and any("corpus" in p.parts for p in traces)
     shared = {}
     for path in traces:
-        names = _kineto_kernel_names(path) if path.name.endswith(".json.gz") else _nsys_kernel_names(path)
+        names = _names(path, tmp_path)
         by_short: dict[str, set[str]] = {}
         for name in names:
             by_short.setdefault(short_kernel_name(name), set()).add(name)
@@ -148,3 +168,20 @@ def test_kineto_and_nsys_recordings_of_one_path_diff_as_the_same_kernels(tmp_pat
     result = traceview.api.diff(tmp_path / "kineto.db", tmp_path / "nsys.db")
     assert len(result.kernels) == 67
     assert {r["status"] for r in result.kernels} == {"kept"}
+
+
+def test_kineto_and_nsys_twins_of_the_corpus_name_the_same_kernels(tmp_path: Path) -> None:
+    """Every model and path of sample_traces/corpus recorded by both profilers: the same short names, except a
+    kernel whose name CUPTI left mangled (the GNU demangler rejects it too; nsys demangles it)."""
+    corpus = SAMPLES / "corpus"
+    pairs = [
+        (corpus / "torch" / p.name.replace(".sqlite.xz", ".pt.trace.json.gz"), p)
+        for p in (corpus / "nsys").glob("*.xz")
+    ]
+    assert len(pairs) >= 10
+    for kineto, nsys in pairs:
+        from_kineto = {short_kernel_name(n) for n in _names(kineto, tmp_path) if not n.startswith("_Z")}
+        mangled = {n for n in _names(kineto, tmp_path) if n.startswith("_Z")}
+        from_nsys = {short_kernel_name(n) for n in _names(nsys, tmp_path)}
+        assert from_kineto <= from_nsys, kineto.name
+        assert len(from_nsys - from_kineto) == len(mangled), kineto.name

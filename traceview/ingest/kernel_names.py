@@ -15,7 +15,9 @@ that is not a template keeps its parameter list when there is one: overloads dif
 
 The two demanglers' spellings are folded into Kineto's: `<unnamed>` -> `(anonymous namespace)`,
 `[lambda(int) (instance 1)]` -> `{lambda(int)#1}`, `(int)128` -> `128`, `(bool)1` -> `true`,
-`(unsigned long)2` -> `2ul`, `const T` -> `T const`, `char *` -> `char*`, `> >` -> `>>`.
+`(unsigned long)2` -> `2ul`, `const T` -> `T const`, `char *` -> `char*`, `> >` -> `>>`, and nsys's return type of
+a function enclosing a lambda in a template argument dropped. A name CUPTI left mangled (`_ZN7cutlass13device_
+kernel...`, which the GNU demangler rejects too) stays as it is: unique, but not the name nsys shows.
 """
 
 from __future__ import annotations
@@ -39,7 +41,12 @@ _CONST_FIRST = re.compile(r"\bconst ([A-Za-z_][\w:]*)(?=[\s*&,>)])")
 _ANONYMOUS = "(anonymous namespace)"
 _ANONYMOUS_TOKEN = "anonymous_namespace"
 _NAMESPACE = re.compile(r"\b[A-Za-z_]\w*::(?=[A-Za-z_~])")
-_RETURN_TYPE_IN_ARGUMENT = re.compile(r"(?<=[<,])(\s*)void\s+(?=[A-Za-z_])")
+# nsys writes the return type of a function that encloses a lambda inside a template argument
+# (`, bool CUDA_tensor_histogram<int>::{lambda(long)#2}`); Kineto does not.
+_RETURN_TYPE_IN_ARGUMENT = re.compile(
+    r"(?<=[<,])(\s*)(?:void|bool|char|int|long|float|double|auto|unsigned int|unsigned long)\s+"
+    r"(?=[A-Za-z_][\w:]*(?:<[^()]*>)?(?:\(|::))"
+)
 _CALL_OPERATOR = re.compile(r"::operator\(\)(?=::)")
 
 
