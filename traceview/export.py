@@ -89,19 +89,27 @@ WITH
                    WHERE run_id = $run AND tid IS NOT NULL GROUP BY ALL) n
                ON n.rank = c.rank AND n.pid IS NOT DISTINCT FROM c.pid AND n.tid IS NOT DISTINCT FROM c.tid
     )
-SELECT json_object('ph', 'M', 'pid', rank + 1, 'name', 'process_name',
-                   'args', json_object('name', 'rank ' || rank || coalesce(' · ' || device_name, '')))
-FROM _ranks
-UNION ALL
-SELECT json_object('ph', 'M', 'pid', rank + 1, 'name', 'process_sort_index', 'args', json_object('sort_index', rank))
-FROM _ranks
-UNION ALL
-SELECT json_object('ph', 'M', 'pid', rank + 1, 'tid', tid, 'name', 'thread_name', 'args', json_object('name', name))
-FROM _threads
-UNION ALL
-SELECT json_object('ph', 'M', 'pid', rank + 1, 'tid', tid, 'name', 'thread_sort_index',
-                   'args', json_object('sort_index', tid))
-FROM _threads
+SELECT event FROM (  -- in a fixed order: process names, process order, thread names, thread order
+    SELECT 1 AS part, rank, 0 AS tid,
+           json_object('ph', 'M', 'pid', rank + 1, 'name', 'process_name',
+                       'args', json_object('name', 'rank ' || rank || coalesce(' · ' || device_name, ''))) AS event
+    FROM _ranks
+    UNION ALL
+    SELECT 2, rank, 0,
+           json_object('ph', 'M', 'pid', rank + 1, 'name', 'process_sort_index',
+                       'args', json_object('sort_index', rank))
+    FROM _ranks
+    UNION ALL
+    SELECT 3, rank, tid,
+           json_object('ph', 'M', 'pid', rank + 1, 'tid', tid, 'name', 'thread_name', 'args', json_object('name', name))
+    FROM _threads
+    UNION ALL
+    SELECT 4, rank, tid,
+           json_object('ph', 'M', 'pid', rank + 1, 'tid', tid, 'name', 'thread_sort_index',
+                       'args', json_object('sort_index', tid))
+    FROM _threads
+)
+ORDER BY part, rank, tid
 """
 
 # Steps and layer instances: one complete ("X") event each on the rank's steps / layers track.
