@@ -111,10 +111,6 @@ def test_ingest_steps_keeps_the_chosen_step(tmp_path: Path) -> None:
     assert summary.kernels == 4
 
 
-@pytest.mark.xfail(
-    strict=False,
-    reason="needs the lead's segmentation change (issue 15): steps.step = N of ProfilerStep#N; today 0-based",
-)
 def test_profiler_step_numbers_are_the_step_numbers_everywhere(tmp_path: Path) -> None:
     trace = profiler_step_trace(tmp_path / "t.json.gz")
     traceview.ingest([trace], tmp_path / "run.db", traceview.IngestOptions(steps=(8, 9)))
