@@ -97,7 +97,9 @@ def test_headline_reports_kernels_time_and_speedup(tmp_path: Path) -> None:
     assert len(EAGER) == 23 and len(FUSED) == 13
     assert result.summary["kernels_per_layer"] == [23, 13]
     assert result.summary["us_per_layer"] == [pytest.approx(130, abs=0.1), pytest.approx(69, abs=0.1)]
-    assert result.summary["headline"] == "per layer: 23 → 13 kernels, 130 → 69 µs (1.88x faster)"
+    assert result.summary["headline"] == (
+        "per layer: 23 → 13 kernels; span 130 → 69 µs (1.88x faster); busy 130 → 69 µs (1.88x faster)"
+    )
     assert [r["layer"] for r in result.layers] == [0, 1, 2, 3]
     assert all(r["instances_a"] == 2 for r in result.layers)  # warm-up step 0 is skipped
     assert not result.notes
@@ -155,4 +157,46 @@ def test_json_output_has_summary_layers_and_kernels(tmp_path: Path) -> None:
 
 
 def test_headline_wording() -> None:
-    assert headline([10, 10], [100, 125]) == "per layer: 10 → 10 kernels, 100 → 125 µs (1.25x slower)"
+    assert headline([10, 10], [100, 125], [80, 80]) == (
+        "per layer: 10 → 10 kernels; span 100 → 125 µs (1.25x slower); busy 80 → 80 µs (1.00x faster)"
+    )
+
+
+def host_bound_database(path: Path) -> Path:
+    """Run B runs A's kernels (same durations) with a 5 µs launch gap after each: span grows, busy does not."""
+    con = synthetic.database(path, runs=())
+    add_run(con, "a", [EAGER] * 2, 130)
+    run_id = synthetic.add_run(con, "b")
+    width, gap, clock, kernels = 130 * US // len(EAGER), 5 * US, 0, []
+    for step in range(3):
+        for layer in range(2):
+            for name in EAGER:
+                kernels.append(Kernel(clock, clock + width, name=name, step=step, layer=layer))
+                clock += width + gap
+            clock += 50 * US
+    synthetic.add_kernels(con, kernels, run_id=run_id)
+    synthetic.segment(con, run_id=run_id, warmup_steps=[0])
+    con.close()
+    return path
+
+
+def test_headline_and_gate_tell_span_from_busy(tmp_path: Path) -> None:
+    db = host_bound_database(tmp_path / "host_bound.db")
+    width_us = 130 * US // len(EAGER) / US
+    span_b = len(EAGER) * width_us + (len(EAGER) - 1) * 5
+    summary = traceview.api.diff(db, label_a="a", label_b="b").summary
+    assert summary["us_per_layer"] == [pytest.approx(130, abs=0.1), pytest.approx(span_b, abs=0.01)]
+    assert summary["busy_us_per_layer"] == [pytest.approx(len(EAGER) * width_us)] * 2
+    assert (
+        summary["headline"]
+        == f"per layer: 23 → 23 kernels; span 130 → {span_b:.0f} µs (1.85x slower); busy 130 → 130 µs (1.00x faster)"
+    )
+    by_span = cli("diff", db, "--a", "a", "--b", "b", "--fail-if-slower", "10", "--metric", "span")
+    assert by_span.returncode == 1
+    assert (
+        by_span.stderr.strip()
+        == f"error: b is more than 10% slower per layer than a by span time (130 → {span_b:.0f} µs)"
+    )
+    by_busy = cli("diff", db, "--a", "a", "--b", "b", "--fail-if-slower", "10", "--metric", "busy")
+    assert by_busy.returncode == 0, by_busy.stderr
+    assert "span 130 → 240 µs (1.85x slower); busy 130 → 130 µs" in by_busy.stdout

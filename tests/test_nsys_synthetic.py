@@ -205,7 +205,7 @@ def test_kernel_fields_and_memcpy_names_like_the_pytorch_profiler(tmp_path: Path
         (
             "kernel",
             "void at::native::vectorized_elementwise_kernel<4, float>(int, float)",
-            "vectorized_elementwise_kernel",
+            "vectorized_elementwise_kernel<4, float>",
             "compute",
             [1, 2, 3],
             [128, 1, 1],

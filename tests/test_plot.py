@@ -177,7 +177,7 @@ def test_cli_writes_png_and_svg(kind: str, dbs: tuple[Path, Path], tmp_path: Pat
     ("args", "message"),
     [
         (["-o", "out.gif"], "cannot tell the picture format"),
-        (["-o", "out.png", "--step", "9"], "no step 9 on rank 0 — pick a step from 0 to 2"),
+        (["-o", "out.png", "--step", "9"], "--step 9 selects no step on rank 0 — its steps are 0-2"),
         (["-o", "out.png", "--layers", "3-x"], "is not a layer range"),
         (["-o", "out.png", "--rank", "4"], "no rank 4 in the run"),
         (["-o", "out.png", "--kind", "diff"], "a diff needs two runs"),

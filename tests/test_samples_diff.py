@@ -43,7 +43,8 @@ def test_alignment_shows_the_eager_kernels_the_compiled_path_fused(sample_dbs: d
     assert statuses.count("kept") + statuses.count("replaced") + statuses.count("fused_away") == 67
     assert statuses.count("kept") + statuses.count("replaced") + statuses.count("new") == 27
     fused = [r["kernel_a"] for r in result.kernels if r["status"] == "fused_away"]
-    assert "vectorized_elementwise_kernel" in fused and "elementwise_kernel" in fused
+    assert any(n.startswith("vectorized_elementwise_kernel<") for n in fused)
+    assert any(n.startswith("elementwise_kernel<") for n in fused)
     replacements = [r["kernel_b"] for r in result.kernels if r["status"] == "replaced"]
     assert any(name.startswith("triton_") for name in replacements)
     kept = {r["kernel_a"] for r in result.kernels if r["status"] == "kept"}

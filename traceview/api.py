@@ -20,6 +20,8 @@ from . import export as export_stage
 from .db import first_row
 from .errors import DatabaseError
 from .ingest import (
+    STAGE_COMMIT,
+    STAGE_SEGMENTATION,
     IngestOptions,
     RetryCarefully,
     Source,
@@ -27,6 +29,7 @@ from .ingest import (
     delete_run,
     labelled_run,
     load_run,
+    report_stage,
     resolve_source,
 )
 from .segment import SegmentOptions, SegmentResult, segment_run
@@ -126,9 +129,12 @@ def _ingest_once(
         if taken:
             delete_run(con, taken[0])
         run_id = load_run(con, source, label, options)
+        report_stage(options.progress, STAGE_SEGMENTATION)
         segment_run(con, run_id, segment_options)
         sqllib.install(con)
-        return summarize(con, run_id)
+        summary = summarize(con, run_id)
+        report_stage(options.progress, STAGE_COMMIT)  # when the session closes
+        return summary
 
 
 def export_parquet(database: str | Path, directory: str | Path, run: str | None = None) -> Path:
@@ -265,6 +271,29 @@ def layers(database: str | Path, run: str | None = None) -> LayerReport:
     with connect(database) as con:
         ref = diff_stage.resolve_run(con, run, str(database))
         return layer_report(con, ref.run_id, ref.label)
+
+
+def layer_ranks(database: str | Path, run: str | None = None) -> tuple[list[dict[str, object]], dict[int, str]]:
+    """Per layer, phase and rank, the medians across the rank's steady steps (query layer_summary); and per layer
+    index the figure whose ranks differ most (query layer_rank_spread, the widest of any phase)."""
+    with connect(database) as con:
+        ref = diff_stage.resolve_run(con, run, str(database))
+        sqllib.ensure_installed(con)
+        result = con.execute(
+            """SELECT rank, phase, layer, steps AS instances, kernels_median AS kernels,
+                      round(span_us_median, 3) AS span_us, round(busy_us_median, 3) AS busy_us,
+                      round(comm_us_median, 3) AS comm_us, round(exposed_comm_us_median, 3) AS exposed_comm_us
+               FROM layer_summary WHERE run_id = ? ORDER BY rank, phase, layer""",
+            [ref.run_id],
+        )
+        columns = [d[0] for d in result.description]
+        rows = [dict(zip(columns, r, strict=True)) for r in result.fetchall()]
+        spread = con.execute(
+            """SELECT layer, arg_max(widest, widest_ratio) FROM layer_rank_spread
+               WHERE run_id = ? AND widest IS NOT NULL GROUP BY layer""",
+            [ref.run_id],
+        ).fetchall()
+    return rows, dict(spread)
 
 
 # Pictures, report and export (issue 7): open the databases, pick the runs, hand over to plot/report/export.

@@ -15,15 +15,26 @@ from typing import Annotated
 import duckdb
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.progress import BarColumn, DownloadColumn, Progress, Task, TaskID, TextColumn, TimeRemainingColumn
+from rich.text import Text
 
 from . import api, sqllib
 from . import diff as diff_stage
 from .errors import TraceviewError, UsageError
-from .ingest import IngestOptions, parse_memory_limit, parse_steps, parse_time_window
+from .ingest import (
+    STAGE_COMMIT,
+    STAGE_NESTING,
+    STAGE_SEGMENTATION,
+    STAGE_TABLES,
+    IngestOptions,
+    parse_memory_limit,
+    parse_steps,
+    parse_time_window,
+)
 from .output import Format, render
 from .segment import Method, SegmentOptions
 from .segment.report import INSTANCE_COLUMNS
+from .version import __version__
 
 app = typer.Typer(
     add_completion=False,
@@ -44,9 +55,19 @@ LayerPatternOpt = Annotated[
 StepPatternOpt = Annotated[str | None, typer.Option(help="Regex naming step ranges (NVTX or record_function).")]
 
 
+def _show_version(asked: bool) -> None:
+    if asked:
+        typer.echo(f"traceview {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _global(
     debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks instead of one-line errors.")] = False,
+    version: Annotated[
+        bool,
+        typer.Option("--version", help="Show traceview's version and exit.", callback=_show_version, is_eager=True),
+    ] = False,
 ) -> None:
     _state["debug"] = debug
 
@@ -73,7 +94,7 @@ def ingest(
         str | None,
         typer.Option(help="Keep only START:END (e.g. 100ms:250ms from the first event; @T0ns:@T1ns absolute)."),
     ] = None,
-    steps: Annotated[str | None, typer.Option(help="Keep only these ProfilerStep numbers, e.g. 3-5,8.")] = None,
+    steps: Annotated[str | None, typer.Option(help="Keep only these steps (ProfilerStep#N: N), e.g. 3-5,8.")] = None,
     jobs: Annotated[int, typer.Option(help="Processes loading the per-rank files of a run at once.", min=1)] = 1,
     memory_limit: Annotated[
         str,
@@ -148,32 +169,41 @@ def diff(
     label_a: Annotated[str | None, typer.Option("--a", help="Label of run A (default: the first run).")] = None,
     label_b: Annotated[str | None, typer.Option("--b", help="Label of run B (default: the first run).")] = None,
     fail_if_slower: Annotated[
-        float | None, typer.Option(help="Exit 1 when B is slower than A by more than PCT per layer.", metavar="PCT")
+        float | None,
+        typer.Option(help="Exit 1 when B is slower than A by more than PCT per layer (see --metric).", metavar="PCT"),
     ] = None,
+    metric: Annotated[
+        diff_stage.Metric,
+        typer.Option(help="What --fail-if-slower compares: span (launch gaps included) or busy (the GPU work)."),
+    ] = diff_stage.Metric.span,
+    by_rank: Annotated[
+        bool, typer.Option("--by-rank", help="Also one row per layer and rank (csv: only those rows).")
+    ] = False,
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Compare two runs layer by layer: kernels, µs, exposed communication, fused and new kernels."""
     result = api.diff(a, b, label_a, label_b)
-    emit(render_diff(result, fmt))
-    if fail_if_slower is not None and diff_stage.is_slower(result, fail_if_slower):
-        stderr.print(
-            f"error: {result.summary['b']} is more than {fail_if_slower:g}% slower per layer than {result.summary['a']}"
-        )
+    emit(render_diff(result, fmt, by_rank))
+    if fail_if_slower is not None and diff_stage.is_slower(result, fail_if_slower, metric):
+        stderr.print(f"error: {diff_stage.gate_message(result, fail_if_slower, metric)}", markup=False)
         raise typer.Exit(1)
 
 
-def render_diff(result: diff_stage.Diff, fmt: Format) -> str:
-    """The diff as one document: headline, notes, per-layer table, kernel alignment, top changes."""
+def render_diff(result: diff_stage.Diff, fmt: Format, by_rank: bool = False) -> str:
+    """The diff as one document: headline, notes, per-layer (and per-rank) table, kernel alignment, top changes."""
     if fmt is Format.json:
         return json.dumps(result.as_json(), indent=2, default=str)
     if fmt is Format.csv:
-        return render(result.layers, fmt)
+        return render(result.by_rank if by_rank else result.layers, fmt)
     summary = result.summary
     title = f"{summary['a']} → {summary['b']} ({summary['phase']} steps)"
-    parts = [f"{title}: {summary['headline']}\n{summary['busy_line']}", *[f"note: {n}" for n in result.notes]]
+    parts = [f"{title}: {summary['headline']}", *[f"note: {n}" for n in result.notes]]
     parts.append(
         render(diff_stage.display_layers(result), fmt, title="per layer, A → B (medians across steps and ranks)")
     )
+    if by_rank:
+        title = "per layer and rank, A → B (medians across steps)"
+        parts.append(render(diff_stage.display_ranks(result), fmt, title=title))
     parts.append(
         render(result.kernels, fmt, title=f"kernel alignment, layer {summary['representative_layer']} (one instance)")
     )
@@ -197,7 +227,10 @@ def plot(
     kind: Annotated[api.plotdata.Kind, typer.Option(help="Which picture.")] = api.plotdata.Kind.timeline,
     run: RunOpt = None,
     run_b: RunBOpt = None,
-    step: Annotated[int | None, typer.Option(help="Step (default: the first steady-state step).")] = None,
+    step: Annotated[
+        int | None,
+        typer.Option(help="Step number, as `traceview layers` shows it (default: the first steady-state step)."),
+    ] = None,
     layers: Annotated[str | None, typer.Option(help="Layer indices, e.g. 3-5.", metavar="FIRST-LAST")] = None,
     rank: Annotated[int | None, typer.Option(help="Rank (default: the lowest; layers: all ranks).")] = None,
 ) -> None:
@@ -274,18 +307,34 @@ def overlap(
     database: DbArg,
     run: Annotated[str | None, typer.Option("--run", help="Label (or id) of the run (default: every run).")] = None,
     steps: Annotated[
-        str | None, typer.Option(help="Only these steps, e.g. 3-7 (default: the whole trace).", metavar="FIRST-LAST")
+        str | None,
+        typer.Option(
+            help="Only these steps (numbers as `traceview layers` shows them), e.g. 3-7 (default: the whole trace).",
+            metavar="FIRST-LAST",
+        ),
     ] = None,
+    like_hta: Annotated[
+        bool,
+        typer.Option(
+            "--like-hta",
+            help="HTA 0.5's figure: its kernel set (last ProfilerStep dropped), ^nccl.*Kernel as comm, whole µs.",
+        ),
+    ] = False,
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Compute/communication overlap per rank as HTA defines it: (comm ∩ compute) / comm, and the window it covers."""
+    if like_hta and steps:
+        raise UsageError(None, "--like-hta takes no --steps", "HTA measures its own kernel set; drop one of them")
     with api.connect(database) as con:
-        rows = sqllib.overlap(con, run, sqllib.parse_steps(steps) if steps else None)
-    if fmt is not Format.json:
-        shown = ("label", "rank", "time_window", "window_us", "kernels", "comm_us", "compute_us", "overlap_us")
-        rows = [{k: r[k] for k in (*shown, "exposed_comm_us", "overlap_pct")} for r in rows]
+        if like_hta:
+            rows = sqllib.overlap_like_hta(con, run)
+        else:
+            rows = sqllib.overlap(con, run, sqllib.parse_steps(steps) if steps else None)
+    if fmt is not Format.json:  # keys for programs, not for people
+        rows = [{k: v for k, v in r.items() if k not in ("run_id", "window_start_ns", "window_end_ns")} for r in rows]
     windows = sorted({str(r["time_window"]) for r in rows}) or ["no kernels"]
-    emit(render(rows, fmt, title=f"compute/communication overlap per rank, over: {', '.join(windows)}"))
+    how = "as HTA 0.5 computes it (--like-hta)" if like_hta else "per rank"
+    emit(render(rows, fmt, title=f"compute/communication overlap {how}, over: {', '.join(windows)}"))
 
 
 # --- steps and layers: layers, segment (issue 4) ---
@@ -318,25 +367,37 @@ STEP_COLUMNS = (
 
 
 @app.command()
-def layers(database: DbArg, run: RunOpt = None, fmt: FormatOpt = Format.table) -> None:
+def layers(
+    database: DbArg,
+    run: RunOpt = None,
+    by_rank: Annotated[
+        bool, typer.Option("--by-rank", help="One row per layer, phase and rank (medians across that rank's steps).")
+    ] = False,
+    fmt: FormatOpt = Format.table,
+) -> None:
     """Per transformer layer: kernels and µs (medians across steps and ranks), totals per step, and the method.
 
-    json and csv: one row per (rank, step, layer) instance.
+    json and csv: one row per (rank, step, layer) instance; with --by-rank, one row per (rank, layer).
     """
     result = api.layers(database, run)
+    per_rank, widest = api.layer_ranks(database, run)
     if fmt in (Format.json, Format.csv):
         for note in result.notes:
             stderr.print(f"note: {note}", markup=False, soft_wrap=True)
-        emit(render(result.instances, fmt, columns=INSTANCE_COLUMNS))
+        emit(render(per_rank, fmt) if by_rank else render(result.instances, fmt, columns=INSTANCE_COLUMNS))
         return
     head = [f"{result.label}: layers found by {', '.join(result.methods) or 'no method'}"]
     parts = ["\n".join(head + [f"note: {note}" for note in result.notes])]
-    if result.per_layer:
-        parts.append(
-            render(
-                result.per_layer, fmt, title="per layer (medians across steady steps and ranks)", columns=LAYER_COLUMNS
-            )
-        )
+    if by_rank:
+        parts.append(render(per_rank, fmt, title="per layer and rank (medians across the rank's steady steps)"))
+    elif result.per_layer:
+        columns, title = LAYER_COLUMNS, "per layer (medians across steady steps and ranks)"
+        rows = result.per_layer
+        if widest:
+            columns += ("rank_spread",)
+            title = "per layer (medians across steady steps and ranks; rank_spread: where ranks differ most)"
+            rows = [{**row, "rank_spread": widest.get(row["layer"], "")} for row in rows]
+        parts.append(render(rows, fmt, title=title, columns=columns))
     parts.append(render(result.per_step, fmt, title="per step", columns=STEP_COLUMNS))
     emit("\n\n".join(parts))
 
@@ -402,25 +463,62 @@ def _summary_row(summary: api.RunSummary) -> dict[str, object]:
     }
 
 
+STAGE_WORDS = {
+    STAGE_TABLES: "tables: building the schema's tables",
+    STAGE_NESTING: "nesting: CPU ranges, launch links, counters",
+    STAGE_SEGMENTATION: "segmentation: steps, layers, busy time",
+    STAGE_COMMIT: "commit: writing the database",
+}
+
+
+class _BytesColumn(DownloadColumn):
+    """Bytes read so far, on the lines that count bytes (a file being read); nothing on the others."""
+
+    def render(self, task: Task) -> Text:
+        return super().render(task) if task.fields.get("bytes") else Text("")
+
+
+class StageProgress:
+    """Progress of an ingest on a rich Progress: one line per stage, the running one last.
+
+    A line never moves backwards (two readers of one file report their positions in turn: the line shows the
+    furthest), and a stage that starts completes the lines before it, so the screen names what is running.
+    """
+
+    def __init__(self, bar: Progress) -> None:
+        self.bar = bar
+        self.tasks: dict[str, TaskID] = {}
+
+    def __call__(self, what: str, done: int, total: int) -> None:
+        if what not in self.tasks:
+            self._finish_all()
+            counts_bytes = total >= 1024  # a file's size; stage counts and announcements are small
+            self.tasks[what] = self.bar.add_task(STAGE_WORDS.get(what, what), total=total or None, bytes=counts_bytes)
+        task = self.tasks[what]
+        shown = self.bar.tasks[self._index(task)]
+        self.bar.update(task, completed=max(shown.completed, done), total=total or shown.total)
+
+    def _finish_all(self) -> None:
+        for task in self.tasks.values():
+            shown = self.bar.tasks[self._index(task)]
+            self.bar.update(task, total=shown.total or 1, completed=shown.total or 1)
+
+    def _index(self, task: TaskID) -> int:
+        return next(i for i, t in enumerate(self.bar.tasks) if t.id == task)
+
+
 class _progress:
-    """A progress bar on stderr for long reads; silent when stderr is not a terminal."""
+    """A progress display on stderr for ingest (StageProgress); silent when stderr is not a terminal."""
 
     def __enter__(self) -> api.Progress | None:
         if not sys.stderr.isatty():
             self._bar = None
             return None
         self._bar = Progress(
-            TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeRemainingColumn(), console=stderr
+            TextColumn("{task.description}"), BarColumn(), _BytesColumn(), TimeRemainingColumn(), console=stderr
         )
         self._bar.start()
-        self._tasks: dict[str, int] = {}
-        return self._update
-
-    def _update(self, what: str, done: int, total: int) -> None:
-        assert self._bar is not None
-        if what not in self._tasks:
-            self._tasks[what] = self._bar.add_task(what, total=total or None)
-        self._bar.update(self._tasks[what], completed=done)
+        return StageProgress(self._bar)
 
     def __exit__(self, *exc: object) -> None:
         if self._bar is not None:

@@ -14,6 +14,7 @@ import re
 import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
 import duckdb
@@ -42,11 +43,13 @@ class Diff:
     kernels: list[Row]
     top_changes: list[Row]
     notes: list[str] = field(default_factory=list)
+    by_rank: list[Row] = field(default_factory=list)
 
     def as_json(self) -> Row:
         return {
             "summary": self.summary,
             "layers": self.layers,
+            "by_rank": self.by_rank,
             "kernels": self.kernels,
             "top_changes": self.top_changes,
             "notes": self.notes,
@@ -77,12 +80,13 @@ def compare(a: RunRef, b: RunRef) -> Diff:
             empty, "no transformer layers were found in this run", "run `traceview layers` on it to see why"
         )
     _note_layer_mismatch(a, b, layers_a, layers_b, notes)
-    layer_table = _layer_table(layers_a, layers_b)
+    by_rank = _rank_table(layers_a, layers_b)
+    layer_table = _layer_table(layers_a, layers_b, by_rank)
     summary = _summary(a, b, phase, layers_a, layers_b)
     representative = _representative_layer(layers_a, layers_b)
     kernels = align_kernels(_layer_kernels(a, phase, representative), _layer_kernels(b, phase, representative))
     summary["representative_layer"] = representative
-    return Diff(summary, layer_table, kernels, _top_changes(a, b, phase), notes)
+    return Diff(summary, layer_table, kernels, _top_changes(a, b, phase), notes, by_rank)
 
 
 def _common_phase(a: RunRef, b: RunRef, notes: list[str]) -> str | None:
@@ -149,8 +153,9 @@ def _note_layer_mismatch(a: RunRef, b: RunRef, rows_a: list[Row], rows_b: list[R
         notes.append(f"layers found by {_join(methods[0])} in {a.label}, by {_join(methods[1])} in {b.label}")
 
 
-def _layer_table(rows_a: list[Row], rows_b: list[Row]) -> list[Row]:
-    """One row per layer index: medians (and spread of span) on each side, and the span ratio."""
+def _layer_table(rows_a: list[Row], rows_b: list[Row], by_rank: list[Row]) -> list[Row]:
+    """One row per layer index: medians (and spread of span, across instances and ranks) on each side, and the
+    span ratio."""
     by_a, by_b = _by_layer(rows_a), _by_layer(rows_b)
     table = []
     for layer in sorted(set(by_a) | set(by_b)):
@@ -161,10 +166,44 @@ def _layer_table(rows_a: list[Row], rows_b: list[Row]) -> list[Row]:
             row[f"{metric}_b"] = _median(side_b, metric)
         row["span_spread_us_a"] = _spread(side_a, "span_us")
         row["span_spread_us_b"] = _spread(side_b, "span_us")
+        ranks = [r for r in by_rank if r["layer"] == layer]
+        row["rank_spread_a"], row["rank_spread_b"] = widest_rank_spread(ranks, "a"), widest_rank_spread(ranks, "b")
         row["speedup"] = _ratio(row["span_us_a"], row["span_us_b"])
         row["instances_a"], row["instances_b"] = len(side_a), len(side_b)
         table.append(row)
     return table
+
+
+def _rank_table(rows_a: list[Row], rows_b: list[Row]) -> list[Row]:
+    """One row per (layer, rank): medians across that rank's steps on each side, and the span ratio."""
+    keys = sorted({(r["layer"], r["rank"]) for r in rows_a} | {(r["layer"], r["rank"]) for r in rows_b})
+    table = []
+    for layer, rank in keys:
+        side_a = [r for r in rows_a if r["layer"] == layer and r["rank"] == rank]
+        side_b = [r for r in rows_b if r["layer"] == layer and r["rank"] == rank]
+        row: Row = {"layer": layer, "rank": rank}
+        for metric in METRICS:
+            row[f"{metric}_a"], row[f"{metric}_b"] = _median(side_a, metric), _median(side_b, metric)
+        row["speedup"] = _ratio(row["span_us_a"], row["span_us_b"])
+        row["instances_a"], row["instances_b"] = len(side_a), len(side_b)
+        table.append(row)
+    return table
+
+
+def widest_rank_spread(rank_rows: Sequence[Row], side: str) -> str | None:
+    """Of one layer's per-rank medians on `side` (a or b): the figure whose ranks differ most, as
+    `comm_us 2.50x` (max / min); None with fewer than two ranks. Same rule as the query layer_rank_spread."""
+    if len(rank_rows) < 2:
+        return None
+    ratios = []
+    for metric in ("busy_us", "comm_us", "exposed_comm_us", "span_us"):  # on a tie, the first
+        values = [r[f"{metric}_{side}"] for r in rank_rows if r[f"{metric}_{side}"] is not None]
+        if values and max(values) > 0:
+            ratios.append((max(values) / max(min(values), 0.001), metric))
+    if not ratios:
+        return None
+    ratio, metric = max(ratios, key=lambda pair: pair[0])
+    return f"{metric} {ratio:.2f}x"
 
 
 def _ratio(a: float | None, b: float | None) -> float | None:
@@ -186,16 +225,21 @@ def _summary(a: RunRef, b: RunRef, phase: str | None, rows_a: list[Row], rows_b:
         "busy_us_per_layer": busy,
         "exposed_comm_us_per_layer": exposed,
         "speedup": _ratio(span[0], span[1]),
-        "headline": headline(kernels, span),
-        "busy_line": f"busy per layer: {_num(busy[0])} → {_num(busy[1])} µs ({_verdict(_ratio(busy[0], busy[1]))})",
+        "busy_speedup": _ratio(busy[0], busy[1]),
+        "headline": headline(kernels, span, busy),
     }
 
 
-def headline(kernels: Sequence[float | None], span: Sequence[float | None]) -> str:
-    """`per layer: 23 → 13 kernels, 130 → 69 µs (1.88x faster)`."""
-    verdict = _verdict(_ratio(span[0], span[1]))
+def headline(kernels: Sequence[float | None], span: Sequence[float | None], busy: Sequence[float | None]) -> str:
+    """`per layer: 23 → 13 kernels; span 130 → 69 µs (1.88x faster); busy 120 → 66 µs (1.82x faster)`.
+
+    Span and busy side by side: in a host-bound run the span of a layer is mostly launch gaps, and only busy time
+    (the union of its kernels) says what the GPU work itself gained.
+    """
     return (
-        f"per layer: {_num(kernels[0])} → {_num(kernels[1])} kernels, {_num(span[0])} → {_num(span[1])} µs ({verdict})"
+        f"per layer: {_num(kernels[0])} → {_num(kernels[1])} kernels; "
+        f"span {_num(span[0])} → {_num(span[1])} µs ({_verdict(_ratio(span[0], span[1]))}); "
+        f"busy {_num(busy[0])} → {_num(busy[1])} µs ({_verdict(_ratio(busy[0], busy[1]))})"
     )
 
 
@@ -241,8 +285,9 @@ def _layer_kernels(ref: RunRef, phase: str | None, layer: int) -> list[Row]:
 
 
 def normalize_kernel_name(name: str) -> str:
-    """Name used to line kernels up: lower case, numbers folded (triton_poi_fused_add_0 ~ ..._add_1)."""
-    return re.sub(r"\d+", "#", name.lower())
+    """Name used to line kernels up: the short name, with the trailing number of a generated kernel folded
+    (triton_poi_fused_add_0 ~ triton_poi_fused_add_1: torch.compile numbers its kernels in order of creation)."""
+    return re.sub(r"_\d+$", "_#", name)
 
 
 def _substitution_cost(a: str, b: str) -> float:
@@ -254,8 +299,9 @@ def _substitution_cost(a: str, b: str) -> float:
 def align_kernels(seq_a: Sequence[Row], seq_b: Sequence[Row]) -> list[Row]:
     """Edit-distance alignment of two kernel sequences (insert/delete cost 1, rename cost < 1).
 
-    Each output row is `kept` (same normalized name), `replaced` (a different kernel in the same place,
-    e.g. a fused kernel standing for several eager ones), `fused_away` (only in A) or `new` (only in B).
+    Each output row is `kept` (the same kernel: same short name, see ingest/kernel_names.py), `replaced` (a
+    different kernel in the same place, e.g. a fused kernel standing for several eager ones), `fused_away` (only
+    in A) or `new` (only in B).
     """
     names_a = [normalize_kernel_name(r["name"]) for r in seq_a]
     names_b = [normalize_kernel_name(r["name"]) for r in seq_b]
@@ -357,11 +403,46 @@ def display_layers(diff: Diff) -> list[Row]:
         row["speedup"] = f"{layer['speedup']:.2f}x" if layer["speedup"] else ""
         row["span_spread_us"] = f"{_num(layer['span_spread_us_a'])} / {_num(layer['span_spread_us_b'])}"
         row["instances"] = f"{layer['instances_a']} / {layer['instances_b']}"
+        if layer["rank_spread_a"] or layer["rank_spread_b"]:
+            row["rank_spread"] = f"{layer['rank_spread_a'] or '-'} / {layer['rank_spread_b'] or '-'}"
         rows.append(row)
     return rows
 
 
-def is_slower(diff: Diff, percent: float) -> bool:
-    """True when B's per-layer span exceeds A's by more than `percent` (for --fail-if-slower)."""
-    a, b = diff.summary["us_per_layer"]
+def display_ranks(diff: Diff) -> list[Row]:
+    """The per-(layer, rank) table for people: `A → B` cells and the speed-up."""
+    rows = []
+    for entry in diff.by_rank:
+        row: Row = {"layer": entry["layer"], "rank": entry["rank"]}
+        for metric in METRICS:
+            row[metric] = f"{_num(entry[f'{metric}_a'])} → {_num(entry[f'{metric}_b'])}"
+        row["speedup"] = f"{entry['speedup']:.2f}x" if entry["speedup"] else ""
+        row["instances"] = f"{entry['instances_a']} / {entry['instances_b']}"
+        rows.append(row)
+    return rows
+
+
+class Metric(str, Enum):
+    """What --fail-if-slower compares: a layer's span (first kernel start to last kernel end, launch gaps
+    included) or its busy time (the union of its kernels: the GPU work itself)."""
+
+    span = "span"
+    busy = "busy"
+
+
+SUMMARY_KEY = {Metric.span: "us_per_layer", Metric.busy: "busy_us_per_layer"}
+
+
+def is_slower(diff: Diff, percent: float, metric: Metric = Metric.span) -> bool:
+    """True when B's per-layer `metric` (median) exceeds A's by more than `percent` (for --fail-if-slower)."""
+    a, b = diff.summary[SUMMARY_KEY[metric]]
     return a is not None and b is not None and b > a * (1 + percent / 100)
+
+
+def gate_message(diff: Diff, percent: float, metric: Metric) -> str:
+    """Why --fail-if-slower failed: `B is more than 10% slower per layer than A by busy time (88 → 120 µs)`."""
+    a, b = diff.summary[SUMMARY_KEY[metric]]
+    return (
+        f"{diff.summary['b']} is more than {percent:g}% slower per layer than {diff.summary['a']} "
+        f"by {metric.value} time ({_num(a)} → {_num(b)} µs)"
+    )

@@ -17,9 +17,9 @@ from typing import Any
 import duckdb
 
 from . import sqllib
-from .db import first_row
 from .diff import Diff, RunRef, compare
 from .errors import DatabaseError, UsageError
+from .stepsel import format_steps
 
 Row = dict[str, Any]
 # Phases in the order comparisons prefer them (as in diff.py): decode steps are the steady state of inference.
@@ -180,11 +180,20 @@ def choose_step(ref: RunRef, rank: int, step: int | None) -> StepInfo:
         raise DatabaseError(
             ref.label, "the run has no steps (it was not segmented)", "ingest the trace again with this traceview"
         )
-    count = first_row(
-        ref.con.execute("SELECT count(*) FROM steps WHERE run_id = ? AND rank = ?", [ref.run_id, rank]).fetchall()
-    )
-    last = (count[0] if count else 0) - 1
-    raise UsageError(ref.label, f"no step {step} on rank {rank}", f"pick a step from 0 to {last}")
+    raise _no_such_step(ref, step, rank)
+
+
+def _no_such_step(ref: RunRef, step: int, rank: int | None) -> UsageError:
+    """The one-line error for a --step that selects nothing, naming the steps (steps.step) there are."""
+    present = [
+        r[0]
+        for r in ref.con.execute(
+            "SELECT DISTINCT step FROM steps WHERE run_id = ? AND (? IS NULL OR rank = ?) ORDER BY step",
+            [ref.run_id, rank, rank],
+        ).fetchall()
+    ]
+    where = f" on rank {rank}" if rank is not None else ""
+    return UsageError(ref.label, f"--step {step} selects no step{where}", f"its steps are {format_steps(present)}")
 
 
 def timeline(
@@ -355,8 +364,18 @@ def layer_breakdown(
         """,
         {"run": ref.run_id, "rank": rank, "step": step, "phase": phase, "first": first, "last": last},
     ).fetchall()
+    if step is not None and not rows and not _has_step(ref, step, rank):
+        raise _no_such_step(ref, step, rank)
     scope = f"step {step}" if step is not None else f"{phase} steps" if phase else "all steps"
     return [LayerBreakdown(*r) for r in rows], scope
+
+
+def _has_step(ref: RunRef, step: int, rank: int | None) -> bool:
+    rows = ref.con.execute(
+        "SELECT 1 FROM steps WHERE run_id = ? AND step = ? AND (? IS NULL OR rank = ?) LIMIT 1",
+        [ref.run_id, step, rank, rank],
+    ).fetchall()
+    return bool(rows)
 
 
 def layer_diff(a: RunRef, b: RunRef) -> Diff:

@@ -31,6 +31,7 @@ import duckdb
 
 from .db import first_row
 from .errors import DatabaseError, UsageError
+from .stepsel import format_steps
 
 _PACKAGE = "traceview.queries"
 _META_KEY = "sqllib_sha256"
@@ -343,15 +344,44 @@ def overlap(
     window_us, kernels, comm_us, compute_us, overlap_us, exposed_comm_us, overlap_pct. `steps` (first, last)
     counts only the kernels segmentation put in those steps; None counts every kernel of the trace.
     """
-    if run is not None:
-        ensure_installed(con)
-        if not con.execute("FROM run_select(run := ?)", [run]).fetchall():
-            labels = ", ".join(r[0] for r in con.execute("SELECT label FROM runs ORDER BY run_id").fetchall())
-            raise UsageError(
-                database_path(con), f"no run {run!r} in the database", f"choose one of: {labels or 'none'}"
-            )
+    _check_run(con, run)
     params: dict[str, Any] = {"run": run}
     if steps is not None:
+        _check_steps_chosen(con, run, steps)
         params |= {"step_from": steps[0], "step_to": steps[1]}
     columns, rows = run_query(con, "comm_overlap", params)
     return [dict(zip(columns, row, strict=True)) for row in rows]
+
+
+def overlap_like_hta(con: duckdb.DuckDBPyConnection, run: str | int | None = None) -> list[dict[str, Any]]:
+    """Compute/communication overlap per rank as HTA 0.5's get_comm_comp_overlap computes it (query
+    comm_overlap_hta: HTA's kernel set, its ^nccl.*Kernel rule and whole microseconds), to compare with HTA."""
+    _check_run(con, run)
+    columns, rows = run_query(con, "comm_overlap_hta", {"run": run})
+    return [dict(zip(columns, row, strict=True)) for row in rows]
+
+
+def _check_run(con: duckdb.DuckDBPyConnection, run: str | int | None) -> None:
+    """A `run` that names no run of the database: a one-line error listing the labels."""
+    if run is None:
+        return
+    ensure_installed(con)
+    if not con.execute("FROM run_select(run := ?)", [run]).fetchall():
+        labels = ", ".join(r[0] for r in con.execute("SELECT label FROM runs ORDER BY run_id").fetchall())
+        raise UsageError(database_path(con), f"no run {run!r} in the database", f"choose one of: {labels or 'none'}")
+
+
+def _check_steps_chosen(con: duckdb.DuckDBPyConnection, run: str | int | None, steps: tuple[int, int]) -> None:
+    """--steps FIRST-LAST must hold a step (steps.step) of the chosen runs: a one-line error naming those they have."""
+    ensure_installed(con)
+    present = [
+        r[0]
+        for r in con.execute(
+            "SELECT DISTINCT step FROM steps WHERE run_id IN (SELECT run_id FROM run_select(run := ?)) ORDER BY step",
+            [run],
+        ).fetchall()
+    ]
+    if not any(steps[0] <= step <= steps[1] for step in present):
+        chosen = f"{steps[0]}" if steps[0] == steps[1] else f"{steps[0]}-{steps[1]}"
+        have = f"the steps are {format_steps(present)}" if present else "the run has no steps (was it segmented?)"
+        raise UsageError(database_path(con), f"--steps {chosen} selects no step", f"{have}; pick among them")

@@ -7,6 +7,7 @@ then applies the steps all backends share (ingest/common.py).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import re
@@ -21,6 +22,7 @@ import duckdb
 
 from ..db import first_row
 from ..errors import BadInputError
+from ..stepsel import format_steps
 from ..version import __version__
 from . import common, jsonstream
 
@@ -29,6 +31,35 @@ NSYS = "nsys"
 
 Progress = Callable[[str, int, int], None]
 """Called as progress(what, done, total) during long work; total 0 when unknown."""
+
+
+# The stages of an ingest, in order, as progress reports them: `reading FILE` (bytes, from the backend), then
+# these, each announced once with done = total = 0 when it starts (the CLI names the one running).
+STAGE_TABLES = "tables"  # DuckDB building the schema's tables from what was read
+STAGE_NESTING = "nesting"  # cutting --steps/--time-window, nesting CPU ranges, counters
+STAGE_SEGMENTATION = "segmentation"  # steps, layers, busy and gap figures
+STAGE_COMMIT = "commit"  # writing the database file
+
+
+def report_stage(progress: Progress | None, stage: str) -> None:
+    """Announce that `stage` starts (see STAGE_*)."""
+    if progress is not None:
+        progress(stage, 0, 0)
+
+
+def _tables_after_reading(progress: Progress | None) -> Progress | None:
+    """`progress`, also announcing STAGE_TABLES once a file has been read to its end (DuckDB still inserts)."""
+    if progress is None:
+        return None
+    announced: set[str] = set()
+
+    def report(what: str, done: int, total: int) -> None:
+        progress(what, done, total)
+        if what.startswith("reading ") and total and done >= total and what not in announced:
+            announced.add(what)
+            progress(STAGE_TABLES, 0, 0)
+
+    return report
 
 
 @dataclass(frozen=True)
@@ -350,13 +381,17 @@ def load_run(con: duckdb.DuckDBPyConnection, source: Source, label: str, options
             datetime.now(timezone.utc).replace(tzinfo=None),
         ],
     )
-    loaded = _backend_loader(source.backend)(con, source, run_id, options)
+    reading = dataclasses.replace(options, progress=_tables_after_reading(options.progress))
+    loaded = _backend_loader(source.backend)(con, source, run_id, reading)
     con.execute(
         "UPDATE runs SET profiler_version = ?, clock_anchor_ns = ?, partial = ?, source_sha256 = ? WHERE run_id = ?",
         [loaded.profiler_version, loaded.clock_anchor_ns, loaded.partial, source.sha256, run_id],
     )
     for warning in loaded.warnings:
         common.add_stat(con, run_id, None, "warning", "data_loss", 1, warning)
+    report_stage(options.progress, STAGE_NESTING)
+    if options.steps:
+        _check_steps(con, run_id, options.steps, source)
     if options.time_window is not None or options.steps:
         window = options.time_window
         common.apply_window(
@@ -367,6 +402,18 @@ def load_run(con: duckdb.DuckDBPyConnection, source: Source, label: str, options
         )
     common.finish_run(con, run_id, ranges_nested=loaded.ranges_nested)
     return run_id
+
+
+def _check_steps(con: duckdb.DuckDBPyConnection, run_id: int, steps: tuple[int, ...], source: Source) -> None:
+    """--steps must select at least one ProfilerStep#N of the trace: a one-line error naming those it has."""
+    present = common.profiler_step_numbers(con, run_id)
+    if not set(steps) & set(present):
+        have = f"its steps are {format_steps(present)}" if present else "it has no ProfilerStep#N ranges"
+        raise BadInputError(
+            source.path,
+            f"--steps {format_steps(steps)} selects no step of the trace",
+            f"{have}; pick among them, or use --time-window",
+        )
 
 
 def _backend_loader(

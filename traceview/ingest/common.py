@@ -16,6 +16,8 @@ from importlib import resources
 import duckdb
 import pandas as pd
 
+from .kernel_names import short_kernel_name
+
 
 @dataclass(frozen=True)
 class KernelClass:
@@ -37,28 +39,6 @@ def kernel_classes(extra_comm_patterns: tuple[str, ...] = ()) -> list[KernelClas
     ]
     user = [KernelClass(i, "comm", "other", p, "") for i, p in enumerate(extra_comm_patterns)]
     return user + sorted(rows, key=lambda r: r.priority)
-
-
-def short_kernel_name(name: str) -> str:
-    """The kernel's own name: no return type, namespaces, template arguments or parameter list.
-
-    `void at::native::elementwise_kernel<128, 4, ...>(int, ...)` -> `elementwise_kernel`.
-    """
-    name = name.replace("(anonymous namespace)", "anonymous_namespace")
-    depth = 0
-    cut = len(name)
-    for i, char in enumerate(name):
-        if char in "<(" and depth == 0 and i > 0:
-            cut = i
-            break
-        if char in "<([{":
-            depth += 1
-        elif char in ">)]}":
-            depth = max(depth - 1, 0)
-    head = name[:cut].strip()
-    head = head.rsplit(" ", 1)[-1]
-    head = head.rsplit("::", 1)[-1]
-    return head or name.strip() or name
 
 
 def short_names_table(con: duckdb.DuckDBPyConnection, names_sql: str, table: str = "_short_names") -> None:
@@ -251,11 +231,25 @@ def apply_window(
             CREATE OR REPLACE TEMP TABLE _window AS
             SELECT rank, start_ns::HUGEINT AS lo, end_ns::HUGEINT AS hi FROM cpu_ranges
             WHERE run_id = $run AND name LIKE 'ProfilerStep#%'
-              AND TRY_CAST(regexp_extract(name, '^ProfilerStep#(\\d+)$', 1) AS BIGINT) IN ({", ".join(map(str, steps))})
+              AND {PROFILER_STEP_NUMBER} IN ({", ".join(map(str, steps))})
             """,
             {"run": run_id},
         )
         _delete_outside(con, run_id, "steps")
+
+
+# The N of a CPU range named ProfilerStep#N (NULL for any other name): the step numbers --steps takes.
+PROFILER_STEP_NUMBER = "TRY_CAST(regexp_extract(name, '^ProfilerStep#(\\d+)$', 1) AS BIGINT)"
+
+
+def profiler_step_numbers(con: duckdb.DuckDBPyConnection, run_id: int) -> list[int]:
+    """The distinct N of the run's ProfilerStep#N ranges, in order."""
+    rows = con.execute(
+        f"""SELECT DISTINCT {PROFILER_STEP_NUMBER} AS n FROM cpu_ranges
+            WHERE run_id = ? AND name LIKE 'ProfilerStep#%' AND n IS NOT NULL ORDER BY n""",
+        [run_id],
+    ).fetchall()
+    return [r[0] for r in rows]
 
 
 def _delete_outside(con: duckdb.DuckDBPyConnection, run_id: int, why: str) -> None:
