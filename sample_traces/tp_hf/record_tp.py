@@ -54,6 +54,7 @@ from pathlib import Path
 
 import torch
 import torch.distributed as dist
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "corpus"))
 import record  # ../corpus/record.py: configs, Annotations, Decoder, compile_layers, record_decode
@@ -88,8 +89,8 @@ def init_process_group(device: str) -> dist.ProcessGroup:
     return dist.group.WORLD
 
 
-def tp_mesh(device: str) -> torch.distributed.device_mesh.DeviceMesh:
-    return torch.distributed.device_mesh.init_device_mesh(device, (dist.get_world_size(),))
+def tp_mesh(device: str) -> DeviceMesh:
+    return init_device_mesh(device, (dist.get_world_size(),))
 
 
 # --- models -------------------------------------------------------------------------------------------------------
@@ -173,6 +174,7 @@ def build_sp(path: Path, device: str):
 
 def enable_async_tp(device: str) -> None:
     """Async TP: Inductor's micro-pipeline pass, over symmetric memory on the TP group (multicast stays off)."""
+    import torch._inductor.config
     from torch.distributed._symmetric_memory import enable_symm_mem_for_group
 
     torch._inductor.config._micro_pipeline_tp = True
