@@ -47,12 +47,18 @@ def find_passes(codes: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, rep
     (its graph launch id, -1 when not replayed)."""
     n = len(codes)
     idle = _idle(start_ns, end_ns)
-    runs = forward_passes(codes)
+    runs, last_starts, typical = _runs(codes)
     if not runs:
         return Passes(np.zeros(n, dtype=np.int64), 1 if n else 0, 0, "whole")
     groups = _group(runs)
     step_of = np.full(n, NO_STEP, dtype=np.int64)
-    cuts = [_cut(idle, replay, a[-1][1], b[0][0]) for a, b in itertools.pairwise(groups)]
+    ends = dict(zip(runs, last_starts, strict=True))
+    # a pass's last layer may have been cut short (an expert loop's end looks like a layer's): the boundary is
+    # searched from at least one typical layer after its start
+    cuts = [
+        _cut(idle, replay, min(max(a[-1][1], ends[a[-1]] + typical), b[0][0]), b[0][0])
+        for a, b in itertools.pairwise(groups)
+    ]
     threshold = STRAY_GAP_FACTOR * max(_longest_inside(idle, runs), 1)
     lo, hi = _first_kept(idle, groups[0][0][0], threshold), _end_kept(idle, groups[-1][-1][1], threshold)
     for step, (a, b) in enumerate(itertools.pairwise([lo, *cuts, hi])):
@@ -61,19 +67,25 @@ def find_passes(codes: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, rep
 
 
 def forward_passes(codes: np.ndarray) -> list[tuple[int, int]]:
-    """[start, end) of each forward pass: a run of back-to-back layers, in order. A "layer" much longer than the
-    typical one has swallowed the stretch between two passes (an epilogue and the next prologue) and ends a run."""
+    """[start, end) of each forward pass: a run of back-to-back layers, in order."""
+    return _runs(codes)[0]
+
+
+def _runs(codes: np.ndarray) -> tuple[list[tuple[int, int]], list[int], int]:
+    """The forward passes, the start of each one's last layer, and the median layer length. A "layer" much longer
+    than the median has swallowed the stretch between two passes (an epilogue and the next prologue) and ends a
+    run."""
     spans = _layers(codes, 0, len(codes))
-    typical = float(np.median([b - a for a, b in spans])) if spans else 0.0
+    typical = int(np.median([b - a for a, b in spans])) if spans else 0
     runs: list[list[int]] = []
     for start, end in spans:
         if end - start > OVERLONG * typical:
             continue
         if runs and runs[-1][1] == start:
-            runs[-1][1] = end
+            runs[-1][1:] = [end, start]
         else:
-            runs.append([start, end])
-    return [(a, b) for a, b in runs]
+            runs.append([start, end, start])
+    return [(a, b) for a, b, _ in runs], [last for _, _, last in runs], typical
 
 
 def _layers(codes: np.ndarray, lo: int, hi: int) -> list[tuple[int, int]]:
