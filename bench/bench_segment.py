@@ -5,7 +5,8 @@
 Each step: an embedding kernel, `--layers` layers (one dense first, then MoE layers whose routed-expert part
 varies from 1 to 4 experts), and an epilogue; with --annotated, every kernel has its launch call and each
 layer a `model.layers.N` range on the launching thread (annotation method), else the kernels of a step
-share one cudaGraphLaunch (period method). Prints kernels, wall and CPU seconds, kernels per second and the
+share one cudaGraphLaunch (period method); with --no-step-ranges there are no ProfilerStep ranges either (steps
+from the forward passes, segment/passes.py). Prints kernels, wall and CPU seconds, kernels per second and the
 load average (the machine may be shared).
 """
 
@@ -29,7 +30,7 @@ from traceview import db
 from traceview.segment import SegmentOptions, segment_run
 
 
-def build(con, steps: int, layers: int, annotated: bool) -> int:
+def build(con, steps: int, layers: int, annotated: bool, step_ranges: bool = True) -> int:
     """Insert one run of `steps` steps; returns the number of kernels."""
     model = Model(layers=layers, dense=1, expert_loop=True)
     names, starts, layer_of, step_of = [], [], [], []
@@ -67,7 +68,7 @@ def build(con, steps: int, layers: int, annotated: bool) -> int:
     con.execute(
         "INSERT INTO launches SELECT 1, 0, launch_id, 1, 1, start_ns, start_ns + 500, name, 'runtime', launch_id FROM l"
     )
-    ranges = _ranges(kernel, layer_of, step_of, annotated)
+    ranges = _ranges(kernel, layer_of, step_of, annotated, step_ranges)
     con.register("r", ranges)
     con.execute(
         "INSERT INTO cpu_ranges SELECT 1, 0, row_number() OVER (ORDER BY start_ns, end_ns DESC), 1, 1, start_ns, "
@@ -85,7 +86,7 @@ def _launches(kernel: pd.DataFrame, annotated: bool, steps: int) -> pd.DataFrame
     return pd.DataFrame({"launch_id": first.index, "start_ns": first.to_numpy() - 1000, "name": "cudaGraphLaunch"})
 
 
-def _ranges(kernel: pd.DataFrame, layer_of: list, step_of: list, annotated: bool) -> pd.DataFrame:
+def _ranges(kernel: pd.DataFrame, layer_of: list, step_of: list, annotated: bool, step_ranges: bool) -> pd.DataFrame:
     frame = kernel.assign(step=step_of, layer=[-1 if x is None else x for x in layer_of])
     steps = frame.groupby("step")["start_ns"].agg(["min", "max"])
     rows = [
@@ -96,7 +97,7 @@ def _ranges(kernel: pd.DataFrame, layer_of: list, step_of: list, annotated: bool
                 "end_ns": steps["max"] + 5000,
             }
         )
-    ]
+    ][: int(step_ranges)]
     if annotated:
         inside = frame[frame["layer"] >= 0].groupby(["step", "layer"])["start_ns"].agg(["min", "max"]).reset_index()
         rows.append(
@@ -108,7 +109,7 @@ def _ranges(kernel: pd.DataFrame, layer_of: list, step_of: list, annotated: bool
                 }
             )
         )
-    return pd.concat(rows, ignore_index=True)
+    return pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=["name", "start_ns", "end_ns"])
 
 
 def main() -> None:
@@ -116,10 +117,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--layers", type=int, default=80)
     parser.add_argument("--annotated", action="store_true")
+    parser.add_argument("--no-step-ranges", action="store_true", help="no ProfilerStep ranges: steps from passes")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp, db.write_session(Path(tmp) / "bench.db") as con:
         started = time.perf_counter()
-        kernels = build(con, args.steps, args.layers, args.annotated)
+        kernels = build(con, args.steps, args.layers, args.annotated, not args.no_step_ranges)
         built = time.perf_counter() - started
         started, started_cpu = time.perf_counter(), time.process_time()
         result = segment_run(con, 1, SegmentOptions())

@@ -368,7 +368,7 @@ def _phases(codes: np.ndarray, marks: np.ndarray, unit: np.ndarray) -> list[int]
     rotated = unit[(position[None, :] - d[:, None]) % length]  # rotated[d] starts d kernels before the anchor
     score = _matches(codes, first - d, rotated) + _matches(codes, last - d, rotated)
     plausible = [int(d) for d in np.flatnonzero(score == score.max())[::-1]]
-    return [*plausible[:MAX_PHASES], _phase_by_extension(codes, marks, unit)]
+    return list(dict.fromkeys([*plausible[:MAX_PHASES], _phase_by_extension(codes, marks, unit)]))
 
 
 def _matches(codes: np.ndarray, starts: np.ndarray, rotated: np.ndarray) -> np.ndarray:
