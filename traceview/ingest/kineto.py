@@ -80,11 +80,13 @@ ARG_COLUMNS = {
 }
 
 # The fast path reads values with their own types; a value of another type fails the read and the file is
-# read again through the robust path above.
+# read again through the robust path above. Times are read exactly from their text as DECIMAL(38, 18): up to
+# 18 fraction digits need no rounding while parsing (DECIMAL(24, 3) cost 3.85 µs per value with the 16-17
+# fraction digits of a re-serialised float, 28x the 3-digit case; (38, 18) costs the same for both).
 FAST_EVENT_COLUMNS = {
     **EVENT_COLUMNS,
-    "ts": "DECIMAL(24, 3)",
-    "dur": "DECIMAL(24, 3)",
+    "ts": "DECIMAL(38, 18)",
+    "dur": "DECIMAL(38, 18)",
     "args": 'STRUCT(correlation BIGINT, device BIGINT, stream BIGINT, grid INTEGER[], block INTEGER[], "bytes" BIGINT, '
     '"Collective name" VARCHAR, "graph id" BIGINT, "graph node id" BIGINT, "name" VARCHAR)',
 }
@@ -283,8 +285,8 @@ def _stage(
                ts IS NULL AS no_ts, coalesce(dur < 0, FALSE) AS neg_dur,
                {arg_columns}
         FROM (
-            SELECT *, CASE WHEN tbl > 0 AND ph = 'X' THEN TRY_CAST(ts * 1000 AS BIGINT) END AS t,
-                   CASE WHEN tbl > 0 AND ph = 'X' AND dur > 0 THEN TRY_CAST(dur * 1000 AS BIGINT) END AS d
+            SELECT *, CASE WHEN tbl > 0 AND ph = 'X' THEN {_ns("ts")} END AS t,
+                   CASE WHEN tbl > 0 AND ph = 'X' AND dur > 0 THEN {_ns("dur")} END AS d
             FROM (
                 SELECT *, tbl > 0 OR coalesce(ph = 'M', FALSE) AS keep
                 FROM (
@@ -300,6 +302,15 @@ def _stage(
         """,
         [files],
     )
+
+
+def _ns(us: str) -> str:
+    """SQL: the DECIMAL column `us` (µs) as integer ns, rounded half away from zero; NULL when it overflows BIGINT.
+
+    Multiplying by a DECIMAL(4, 0) keeps DuckDB's fast decimal path: `TRY_CAST(us * 1000 AS BIGINT)` (an
+    INTEGER factor) cost 278 ns per value, this 6 ns. The guard keeps the product within DECIMAL(38).
+    """
+    return f"CASE WHEN {us} > -1e17 AND {us} < 1e17 THEN TRY_CAST({us} * CAST(1000 AS DECIMAL(4, 0)) AS BIGINT) END"
 
 
 def _valid_times(base_ns: int) -> str:
