@@ -9,10 +9,11 @@ carries at most QUOTA bytes, and `lanes` pipes (DuckDB's threads) are fed at a t
 `HOLD` bytes are kept back until the end of the file, where the array's closing bracket is found and the
 metadata after it (the trailer) is parsed.
 
-Boundaries are found only in the layout PyTorch's profiler writes (`\\n  },\\n  {\\n` between events, the
-one place where a `}` at that indentation is followed by a `{`); a file in another layout goes through
-one pipe. A boundary found by mistake could only cut an event in two, and an unbalanced part fails to
-parse. When the producer fails (a gzip error, no closing bracket near the end) the pipes still end as
+Boundaries are found in any layout: the last `{` of a window that follows `}` and `,` across whitespace
+(`\\n  },\\n  {\\n` in PyTorch's pretty-printed layout, `},\\n{` one event per line, `}, {` on one line).
+Gaps that hold a newline are preferred, since no JSON string holds a raw newline. A boundary found by mistake
+(inside a string, or between objects nested in an event) could only cut an event in two, and an unbalanced
+part fails to parse: the caller then reads the file the careful way. When the producer fails (a gzip error, no closing bracket near the end) the pipes still end as
 valid arrays, DuckDB's read succeeds, and `finish()` raises StreamFailed: the caller reads the file again
 the careful way (the temp-file path, which handles damaged files as before). A DuckDB error (a value of
 another type, JSON that does not parse) reaches the caller as it is.
@@ -41,9 +42,10 @@ except ImportError:  # pragma: no cover - isal is a dependency, but zlib is alwa
 CHUNK = 1 << 22  # decompressed bytes read at a time
 HOLD = 1 << 20  # bytes kept back until the end of the file, to find where the array ends
 MAX_UNCUT = 1 << 26  # more than this without an event boundary: not the layout this path handles
+SPACE = b" \t\r\n"
+NEWLINE_CANDIDATES = 64  # `{` candidates looked at, from the end, for a boundary whose gap holds a newline
 QUEUE_SEGMENTS = 3  # segments waiting per pipe (bounds memory: lanes * QUEUE_SEGMENTS * ~CHUNK)
 QUOTA = 1 << 25  # bytes per pipe: DuckDB keeps what it read from a pipe until that pipe ends
-BOUNDARY = b"\n  },\n  {\n"
 F_SETPIPE_SZ = 1031  # Linux: grow the pipe buffer from 64 KiB
 PIPE_SIZE = 1 << 20
 
@@ -224,13 +226,14 @@ class EventPipes:
             buf += chunk
             if len(buf) < HOLD + CHUNK:
                 continue
-            cut = buf.rfind(BOUNDARY, 0, len(buf) - HOLD)
-            if cut < 0:
+            cut = last_boundary(buf, len(buf) - HOLD)
+            if cut is None:
                 if len(buf) > MAX_UNCUT:
                     raise StreamFailed("no event boundary in the layout this path splits")
                 continue
-            self._route(bytes(buf[: cut + 4]))  # through the event's closing brace
-            del buf[: cut + 5]  # and the comma
+            close, start = cut
+            self._route(bytes(buf[:close]))  # through the event's closing brace
+            del buf[:start]  # the comma and whitespace up to the next event's `{`
         tail_start = max(0, len(buf) - HOLD)
         end = self._find_end(bytes(buf[tail_start:]))
         if end is None:
@@ -304,6 +307,38 @@ class EventPipes:
         finally:
             if fd >= 0:
                 os.close(fd)
+
+
+def last_boundary(buf: bytes | bytearray, end: int) -> tuple[int, int] | None:
+    """The last boundary between two array elements before `end`: (just after the `}`, at the next `{`).
+
+    Looks back from `end` at each `{` whose preceding non-space bytes are `,` then `}`; a gap holding a newline
+    is taken at once, else the last such candidate when none of the last NEWLINE_CANDIDATES has one.
+    """
+    fallback = None
+    start = end
+    for _ in range(NEWLINE_CANDIDATES):
+        start = buf.rfind(b"{", 0, start)
+        if start <= 0:
+            break
+        comma = _skip_space_back(buf, start)
+        if comma < 0 or buf[comma] != 0x2C:  # ","
+            continue
+        brace = _skip_space_back(buf, comma)
+        if brace < 0 or buf[brace] != 0x7D:  # "}"
+            continue
+        if b"\n" in buf[brace:start]:
+            return brace + 1, start
+        fallback = fallback or (brace + 1, start)
+    return fallback
+
+
+def _skip_space_back(buf: bytes | bytearray, pos: int) -> int:
+    """Index of the last non-space byte before `pos` (-1 when there is none)."""
+    pos -= 1
+    while pos >= 0 and buf[pos] in SPACE:
+        pos -= 1
+    return pos
 
 
 def _write_all(fd: int, data: bytes) -> None:
