@@ -262,10 +262,11 @@ def _stage(
     spec = "{" + ", ".join(f"{k!r}: {v!r}" for k, v in columns.items()) + "}"
     biggest = MAX_EVENT if robust else FAST_MAX_EVENT
     if robust:
-        ts, dur = "TRY_CAST(ts AS DECIMAL(24, 3))", "TRY_CAST(dur AS DECIMAL(24, 3))"
+        decimal = "DECIMAL(24, 3)"
+        ts, dur = f"TRY_CAST(ts AS {decimal})", f"TRY_CAST(dur AS {decimal})"
         arg_columns = ", ".join(f"CASE WHEN keep THEN {sql} END AS {name}" for name, sql in args.items())
     else:
-        ts, dur = "ts", "dur"
+        decimal, ts, dur = columns["ts"], "ts", "dur"
         arg_columns = ", ".join(f"{sql} AS {name}" for name, sql in args.items())
     tables = " ".join(
         f"WHEN cat IN ({_sql_list(cats)}) THEN {code}"
@@ -285,8 +286,8 @@ def _stage(
                ts IS NULL AS no_ts, coalesce(dur < 0, FALSE) AS neg_dur,
                {arg_columns}
         FROM (
-            SELECT *, CASE WHEN tbl > 0 AND ph = 'X' THEN {_ns("ts")} END AS t,
-                   CASE WHEN tbl > 0 AND ph = 'X' AND dur > 0 THEN {_ns("dur")} END AS d
+            SELECT *, CASE WHEN tbl > 0 AND ph = 'X' THEN {_ns("ts", decimal)} END AS t,
+                   CASE WHEN tbl > 0 AND ph = 'X' AND dur > 0 THEN {_ns("dur", decimal)} END AS d
             FROM (
                 SELECT *, tbl > 0 OR coalesce(ph = 'M', FALSE) AS keep
                 FROM (
@@ -304,13 +305,15 @@ def _stage(
     )
 
 
-def _ns(us: str) -> str:
+def _ns(us: str, decimal: str) -> str:
     """SQL: the DECIMAL column `us` (µs) as integer ns, rounded half away from zero; NULL when it overflows BIGINT.
 
     Multiplying by a DECIMAL(4, 0) keeps DuckDB's fast decimal path: `TRY_CAST(us * 1000 AS BIGINT)` (an
-    INTEGER factor) cost 278 ns per value, this 6 ns. The guard keeps the product within DECIMAL(38).
+    INTEGER factor) cost 278 ns per value, this 6 ns. The guard keeps the product within DECIMAL(38); `decimal`
+    is the column's type.
     """
-    return f"CASE WHEN {us} > -1e17 AND {us} < 1e17 THEN TRY_CAST({us} * CAST(1000 AS DECIMAL(4, 0)) AS BIGINT) END"
+    bound = f"CAST(1e17 AS {decimal})"  # the column's type: compared with a DOUBLE, every value was cast to DOUBLE
+    return f"CASE WHEN abs({us}) < {bound} THEN TRY_CAST({us} * CAST(1000 AS DECIMAL(4, 0)) AS BIGINT) END"
 
 
 def _valid_times(base_ns: int) -> str:
