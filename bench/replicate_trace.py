@@ -54,8 +54,9 @@ class Replicator:
     def __init__(self, sample: Path, layout: str, long_fractions: bool) -> None:
         text = gzip.decompress(sample.read_bytes()) if sample.suffix == ".gz" else sample.read_bytes()
         self.header, events, self.trailer = _split(text)
-        self.repeated = [e for e in events if b'"ph": "M"' not in e and b'"cat": "Trace"' not in e]
-        self.once = [e for e in events if e not in set(self.repeated)]
+        once = [b'"ph": "M"' in e or b'"cat": "Trace"' in e for e in events]  # metadata and the profiler's span
+        self.repeated = [e for e, one in zip(events, once, strict=True) if not one]
+        self.once = [e for e, one in zip(events, once, strict=True) if one]
         maxima: dict[bytes, int] = {}
         lo, hi, steps = None, 0, 0
         for match in SHIFTED.finditer(b"\n".join(self.repeated)):
