@@ -6,28 +6,34 @@ yields the data before damage), and cuts the array into segments at event bounda
 each pipe a valid JSON array of whole events, so DuckDB's `read_json` parses the pipes in parallel (it
 parses one file per thread). DuckDB keeps what it read from a pipe until that pipe ends, so each pipe
 carries at most QUOTA bytes, and `lanes` pipes (DuckDB's threads) are fed at a time, in order. The last
-`HOLD` bytes are kept back until the end of the file, where the array's closing bracket is found and the
-metadata after it (the trailer) is parsed.
+`HOLD` bytes are kept back until the end of the file, where the elements left are read forward to the
+array's closing bracket and the metadata after it (the trailer) is parsed.
 
 Boundaries are found in any layout: the last `{` of a window that follows `}` and `,` across whitespace
 (`\\n  },\\n  {\\n` in PyTorch's pretty-printed layout, `},\\n{` one event per line, `}, {` on one line).
 Gaps that hold a newline are preferred, since no JSON string holds a raw newline. A boundary found by mistake
-(inside a string, or between objects nested in an event) could only cut an event in two, and an unbalanced
-part fails to parse: the caller then reads the file the careful way. When the producer fails (a gzip error, no closing bracket near the end) the pipes still end as
-valid arrays, DuckDB's read succeeds, and `finish()` raises StreamFailed: the caller reads the file again
-the careful way (the temp-file path, which handles damaged files as before). A DuckDB error (a value of
-another type, JSON that does not parse) reaches the caller as it is.
+(inside a string, between objects nested in an event, or in the metadata after the array) could only cut
+an event in two, or leave the array's end inside a part: such a part fails to parse, and the caller reads the
+file the careful way.
+
+When the producer fails (a gzip error, no closing bracket at the end) the pipes still end as valid arrays,
+DuckDB's read succeeds, and `finish()` raises StreamFailed: the caller reads the file again the careful way
+(the temp-file path, which handles damaged files). A DuckDB error (a value of another type, JSON that does
+not parse) reaches the caller as it is.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gzip as _stdlib_gzip
+import json
 import os
 import queue
+import re
 import threading
 import zlib
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -40,9 +46,12 @@ except ImportError:  # pragma: no cover - isal is a dependency, but zlib is alwa
     import gzip as _gzip  # type: ignore[no-redef]
 
 CHUNK = 1 << 22  # decompressed bytes read at a time
+
 HOLD = 1 << 20  # bytes kept back until the end of the file, to find where the array ends
 MAX_UNCUT = 1 << 26  # more than this without an event boundary: not the layout this path handles
 SPACE = b" \t\r\n"
+_SPACE_RE = re.compile(r"[ \t\n\r]*")
+_JSON = json.JSONDecoder()
 NEWLINE_CANDIDATES = 64  # `{` candidates looked at, from the end, for a boundary whose gap holds a newline
 QUEUE_SEGMENTS = 3  # segments waiting per pipe (bounds memory: lanes * QUEUE_SEGMENTS * ~CHUNK)
 QUOTA = 1 << 25  # bytes per pipe: DuckDB keeps what it read from a pipe until that pipe ends
@@ -144,7 +153,7 @@ class EventPipes:
         first: bytes,
         rest: Iterator[bytes],
         lanes: int,
-        find_end: Callable[[bytes], tuple[int, dict[str, Any]] | None],
+        find_end: Callable[[bytes, bool], tuple[int, dict[str, Any]] | None],
         expected_bytes: int = 0,
     ) -> None:
         self._first = first
@@ -234,13 +243,12 @@ class EventPipes:
             close, start = cut
             self._route(bytes(buf[:close]))  # through the event's closing brace
             del buf[:start]  # the comma and whitespace up to the next event's `{`
-        tail_start = max(0, len(buf) - HOLD)
-        end = self._find_end(bytes(buf[tail_start:]))
+        end = self._find_end(bytes(buf), False)
         if end is None:
-            raise StreamFailed("the traceEvents array does not close near the end of the file")
+            raise StreamFailed("the traceEvents array does not close at the end of the file")
         offset, self.trailer = end
-        if buf[: tail_start + offset].strip():
-            self._route(bytes(buf[: tail_start + offset]))
+        if buf[:offset].strip():
+            self._route(bytes(buf[:offset]))
 
     def _route(self, segment: bytes) -> None:
         """Put `segment` on the next lane in turn whose pipe has room, so that DuckDB's threads share the work;
@@ -309,6 +317,42 @@ class EventPipes:
                 os.close(fd)
 
 
+@dataclass(frozen=True)
+class Scan:
+    """How far scan_elements read: up to `stop` (whitespace and commas included), whole elements up to
+    `elements_end`; `bracket` is where the array's `]` is (-1: not reached); `after_element` whether the last
+    thing read was an element (so that a comma comes next)."""
+
+    stop: int
+    elements_end: int
+    bracket: int
+    after_element: bool
+
+
+def scan_elements(text: str, pos: int, after_element: bool) -> Scan:
+    """Read an array's elements in `text` from `pos` forward, each decoded whole with `json` (brackets and braces
+    in strings or nested values cannot mislead it), until its `]`, the end of `text`, an element cut by the end
+    of `text`, or damage. Whitespace between elements is skipped however long it is."""
+    end = len(text)
+    elements_end = pos
+    while True:
+        pos = _SPACE_RE.match(text, pos).end()  # type: ignore[union-attr]
+        if pos >= end:
+            return Scan(pos, elements_end, -1, after_element)
+        if text[pos] == "]":
+            return Scan(pos, elements_end, pos, after_element)
+        if after_element:
+            if text[pos] != ",":
+                return Scan(pos, elements_end, -1, after_element)
+            pos, after_element = pos + 1, False
+            continue
+        try:
+            _, pos = _JSON.raw_decode(text, pos)
+        except (ValueError, RecursionError):
+            return Scan(pos, elements_end, -1, after_element)
+        elements_end, after_element = pos, True
+
+
 def last_boundary(buf: bytes | bytearray, end: int) -> tuple[int, int] | None:
     """The last boundary between two array elements before `end`: (just after the `}`, at the next `{`).
 
@@ -316,20 +360,20 @@ def last_boundary(buf: bytes | bytearray, end: int) -> tuple[int, int] | None:
     is taken at once, else the last such candidate when none of the last NEWLINE_CANDIDATES has one.
     """
     fallback = None
-    start = end
+    brace_open = end
     for _ in range(NEWLINE_CANDIDATES):
-        start = buf.rfind(b"{", 0, start)
-        if start <= 0:
+        brace_open = buf.rfind(b"{", 0, brace_open)
+        if brace_open <= 0:
             break
-        comma = _skip_space_back(buf, start)
+        comma = _skip_space_back(buf, brace_open)
         if comma < 0 or buf[comma] != 0x2C:  # ","
             continue
         brace = _skip_space_back(buf, comma)
         if brace < 0 or buf[brace] != 0x7D:  # "}"
             continue
-        if b"\n" in buf[brace:start]:
-            return brace + 1, start
-        fallback = fallback or (brace + 1, start)
+        if b"\n" in buf[brace:brace_open]:
+            return brace + 1, brace_open
+        fallback = fallback or (brace + 1, brace_open)
     return fallback
 
 

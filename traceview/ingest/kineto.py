@@ -30,7 +30,7 @@ from ..db import first_row
 from ..errors import BadInputError
 from ..scratch import scratch_directory
 from . import IngestOptions, LoadedSource, RetryCarefully, Source, common, jsonstream
-from .kineto_array import MAX_EVENT, array_end_in_tail, extract_event_array, read_header
+from .kineto_array import MAX_EVENT, array_end, extract_event_array, read_header
 
 FAST_MAX_EVENT = 1 << 24  # the fast path's (DuckDB's default): its read buffers grow with it; larger -> careful path
 
@@ -205,7 +205,7 @@ def _stage_streamed(con: duckdb.DuckDBPyConnection, trace_file: Path, options: I
         first,
         chunks,
         _threads(con),
-        lambda tail: array_end_in_tail(tail, header.bare_array),
+        lambda rest, after_element: array_end(rest, header.bare_array, after_element),
         jsonstream.expected_size(trace_file),
     )
     with pipes as paths:
