@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 
 import duckdb
@@ -16,8 +17,10 @@ import pytest
 from conftest import SAMPLES
 
 import traceview
+from traceview.ingest import kineto
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "bench"))
+import replicate_trace
 
 TABLES = ("gpu_activity", "launches", "cpu_ranges", "gpu_ranges", "threads", "steps", "layers")
 
@@ -29,6 +32,53 @@ def _rows(db: Path) -> dict[str, list[tuple[object, ...]]]:
             "SELECT rank, name, value FROM ingest_stats WHERE name <> 'json_bytes' ORDER BY ALL"
         ).fetchall()
     return rows
+
+
+@pytest.fixture
+def fast_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail the test if a file goes the careful way."""
+
+    def careful(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the careful path was taken")
+
+    monkeypatch.setattr(kineto, "extract_event_array", careful)
+
+
+@pytest.mark.parametrize("layout", ["lines", "one-line", "long-fractions"])
+def test_every_layout_and_number_format_takes_the_fast_path_with_the_same_rows(
+    layout: str, tmp_path: Path, fast_only: None
+) -> None:
+    pytorch = tmp_path / "pytorch.json"
+    replicate_trace.write(replicate_trace.SAMPLE, pytorch, 1)  # one copy of the sample, PyTorch's layout
+    other = tmp_path / f"{layout}.json"
+    if layout == "one-line":  # what json.dump writes: no newline at all
+        other.write_text(json.dumps(json.loads(pytorch.read_text())))
+    else:
+        replicate_trace.write(replicate_trace.SAMPLE, other, 1, "lines" if layout == "lines" else "pytorch",
+                              long_fractions=layout == "long-fractions")  # fmt: skip
+    traceview.ingest([pytorch], tmp_path / "a.db")
+    traceview.ingest([other], tmp_path / "b.db")
+    assert _rows(tmp_path / "a.db") == _rows(tmp_path / "b.db")
+
+
+def _ns(text: str) -> int:
+    return int((Decimal(text) * 1000).quantize(Decimal(1), rounding=ROUND_HALF_UP))
+
+
+def test_times_are_exact_ns_from_the_text_where_a_double_is_not(tmp_path: Path) -> None:
+    # 9.9e12 µs and beyond: a double's last digit is no longer the text's (9911282807059.433 -> ...059.434).
+    times = [("9911282807059.433", "2.4960000000000004"), ("1790857026123456.789", "0.0005"), ("17", "1e-3")]
+    events = [
+        f'{{"ph": "X", "cat": "cpu_op", "name": "op{i}", "pid": 1, "tid": 1, "ts": {ts}, "dur": {dur}}}'
+        for i, (ts, dur) in enumerate(times)
+    ]
+    trace = tmp_path / "exact.json"
+    trace.write_text('{"traceEvents": [' + ", ".join(events) + "]}")
+    traceview.ingest([trace], tmp_path / "exact.db")
+    with duckdb.connect(str(tmp_path / "exact.db"), read_only=True) as con:
+        got = dict(con.execute("SELECT name, (start_ns, end_ns - start_ns) FROM cpu_ranges").fetchall())
+    for i, (ts, dur) in enumerate(times):
+        assert got[f"op{i}"] == (_ns(ts), _ns(dur)), (ts, dur)
 
 
 # ---------------------------------------------------------------------------------------------------------
