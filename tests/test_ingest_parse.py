@@ -7,7 +7,9 @@ kineto_array.extract_event_array, is made to fail in those tests).
 
 from __future__ import annotations
 
+import gzip
 import json
+import subprocess
 import sys
 from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
@@ -82,7 +84,7 @@ def test_times_are_exact_ns_from_the_text_where_a_double_is_not(tmp_path: Path) 
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Valid JSON that was refused (issue 17, item 10)
+# Valid JSON that was refused (issue 17, items 3 and 10)
 
 KERNEL = (
     '{"ph": "X", "cat": "kernel", "name": "gemm", "pid": 0, "tid": 7, "ts": 10.0, "dur": 2.0, '
@@ -113,6 +115,53 @@ def test_a_large_device_list_before_or_after_the_events_is_read(where: str, tmp_
     path.write_text(json.dumps(trace))  # 3.6 MB of devices, more than the fast path holds back at the end
     traceview.ingest([path], tmp_path / "devices.db")
     assert _kernels_and_device(tmp_path / "devices.db") == (1, 1, "NVIDIA H200")
+
+
+def _gzip_with_space(path: Path, parts: list[str | int]) -> Path:
+    """Gzip `parts` to `path`: strings as they are, an int as that many MiB of spaces and newlines."""
+    block = (b" " * 1023 + b"\n") * 1024
+    with gzip.open(path, "wb", compresslevel=1) as out:
+        for part in parts:
+            if isinstance(part, int):
+                for _ in range(part):
+                    out.write(block)
+            else:
+                out.write(part.encode())
+    return path
+
+
+@pytest.mark.parametrize(
+    "layout",
+    [
+        ['{"traceEvents": [', 80, KERNEL, ",", LAUNCH, "]}"],
+        ['{"traceEvents": [', KERNEL, 80, ",", LAUNCH, "]}"],
+        ['{"traceEvents": [', KERNEL, ",", 80, LAUNCH, "]}"],
+        ['{"traceEvents": [', KERNEL, ",", LAUNCH, 80, "]}"],
+    ],
+    ids=["after-bracket", "before-comma", "after-comma", "before-end"],
+)
+def test_long_whitespace_inside_the_array_is_valid_json_and_is_read(layout: list[str | int], tmp_path: Path) -> None:
+    trace = _gzip_with_space(tmp_path / "space.json.gz", layout)  # 80 MiB of whitespace: more than 64 MiB
+    traceview.ingest([trace], tmp_path / "space.db")
+    assert _kernels_and_device(tmp_path / "space.db") == (1, 1, None)
+
+
+def test_a_gzip_bomb_is_refused_in_one_line_with_bounded_temporary_files(tmp_path: Path) -> None:
+    bomb = _gzip_with_space(tmp_path / "bomb.json.gz", ['{"traceEvents": [', KERNEL, ",", 400, "x]}"])
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    done = subprocess.run(
+        [sys.executable, "-m", "traceview.cli", "ingest", str(bomb), "-o", str(tmp_path / "bomb.db")],
+        capture_output=True,
+        text=True,
+        env={"TMPDIR": str(scratch), "PATH": "/usr/bin:/bin"},
+        timeout=300,
+    )
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "gzip bomb" in lines[0], lines
+    assert "truncated" not in lines[0]
+    assert not list(scratch.iterdir()) and not (tmp_path / "bomb.db").exists()
 
 
 def test_the_sample_still_reads(tmp_path: Path) -> None:

@@ -14,7 +14,8 @@ Boundaries are found in any layout: the last `{` of a window that follows `}` an
 Gaps that hold a newline are preferred, since no JSON string holds a raw newline. A boundary found by mistake
 (inside a string, between objects nested in an event, or in the metadata after the array) could only cut
 an event in two, or leave the array's end inside a part: such a part fails to parse, and the caller reads the
-file the careful way.
+file the careful way. Where MAX_UNCUT bytes hold no boundary (a long run of whitespace between events, a
+large trailer) the elements at the front are decoded one by one instead, so memory stays bounded.
 
 When the producer fails (a gzip error, no closing bracket at the end) the pipes still end as valid arrays,
 DuckDB's read succeeds, and `finish()` raises StreamFailed: the caller reads the file again the careful way
@@ -46,11 +47,13 @@ except ImportError:  # pragma: no cover - isal is a dependency, but zlib is alwa
     import gzip as _gzip  # type: ignore[no-redef]
 
 CHUNK = 1 << 22  # decompressed bytes read at a time
-
+JSON_RATIO = 64  # decompressed JSON may be this multiple of the file, at most (json_limit)
+MIN_JSON_LIMIT = 1 << 28
 HOLD = 1 << 20  # bytes kept back until the end of the file, to find where the array ends
 MAX_UNCUT = 1 << 26  # more than this without an event boundary: not the layout this path handles
 SPACE = b" \t\r\n"
 _SPACE_RE = re.compile(r"[ \t\n\r]*")
+_SPACE_BYTES = re.compile(rb"[ \t\n\r]*")
 _JSON = json.JSONDecoder()
 NEWLINE_CANDIDATES = 64  # `{` candidates looked at, from the end, for a boundary whose gap holds a newline
 QUEUE_SEGMENTS = 3  # segments waiting per pipe (bounds memory: lanes * QUEUE_SEGMENTS * ~CHUNK)
@@ -125,6 +128,12 @@ def expected_size(trace_file: Path) -> int:
     return isize
 
 
+def json_limit(trace_file: Path) -> int:
+    """The most decompressed JSON read from `trace_file`: a multiple of its size (a trace compresses about 10-20x;
+    a gzip bomb of whitespace 1000x), at least MIN_JSON_LIMIT. Past it the careful path refuses the file."""
+    return max(MIN_JSON_LIMIT, JSON_RATIO * trace_file.stat().st_size)
+
+
 def gzip_errors() -> tuple[type[BaseException], ...]:
     """Exceptions that mean damaged gzip data, whichever library decompresses."""
     errors: list[type[BaseException]] = [EOFError, OSError, zlib.error]
@@ -155,10 +164,12 @@ class EventPipes:
         lanes: int,
         find_end: Callable[[bytes, bool], tuple[int, dict[str, Any]] | None],
         expected_bytes: int = 0,
+        limit: int = 1 << 62,
     ) -> None:
         self._first = first
         self._rest = rest
         self._find_end = find_end
+        self._limit = limit
         self._tmp = scratch_directory("pipes")
         lanes = max(lanes, 1)
         count = lanes + max(lanes, -(-expected_bytes // QUOTA))
@@ -174,6 +185,8 @@ class EventPipes:
         self._turn = 0
         self.trailer: dict[str, Any] = {}
         self.json_bytes = 0
+        self._after_element = False  # the front of the buffer follows a whole element (a comma may come next)
+        self._closed = False  # the array's `]` is at the front of the buffer
 
     def __enter__(self) -> list[Path]:
         for path in self.paths:
@@ -228,27 +241,61 @@ class EventPipes:
         buf = bytearray(self._first[1:])  # drop the array's `[`; every pipe writes its own
         self.json_bytes = len(self._first)
         self._first = b""
+        searched = 0
         for chunk in self._rest:
             if self._cancel.is_set():
                 return
             self.json_bytes += len(chunk)
+            if self.json_bytes > self._limit:
+                raise StreamFailed("more decompressed JSON than json_limit allows")
             buf += chunk
             if len(buf) < HOLD + CHUNK:
                 continue
-            cut = last_boundary(buf, len(buf) - HOLD)
+            if self._closed:
+                continue  # the array ended: the rest is the trailer, parsed at the end
+            self._skip_gap(buf)
+            cut = last_boundary(buf, len(buf) - HOLD, searched)
             if cut is None:
+                searched = max(0, len(buf) - HOLD)  # no boundary before here: the next search starts here
                 if len(buf) > MAX_UNCUT:
-                    raise StreamFailed("no event boundary in the layout this path splits")
+                    self._drain(buf)
+                    searched = 0
                 continue
             close, start = cut
+            searched = 0
             self._route(bytes(buf[:close]))  # through the event's closing brace
             del buf[:start]  # the comma and whitespace up to the next event's `{`
-        end = self._find_end(bytes(buf), False)
+            self._after_element = False
+        self._skip_gap(buf)
+        end = self._find_end(bytes(buf), self._after_element)
         if end is None:
             raise StreamFailed("the traceEvents array does not close at the end of the file")
         offset, self.trailer = end
         if buf[:offset].strip():
             self._route(bytes(buf[:offset]))
+
+    def _drain(self, buf: bytearray) -> None:
+        """No boundary in MAX_UNCUT bytes: route the whole elements at the front of `buf` and drop the whitespace
+        after them, decoded one by one (a long run of whitespace between events, or a large trailer)."""
+        text = buf.decode("utf-8", "surrogateescape")
+        scan = scan_elements(text, 0, self._after_element)
+        if scan.stop == 0 and scan.bracket < 0:
+            raise StreamFailed("an event larger than the fast path reads, or damaged JSON")
+        first = _SPACE_RE.match(text).end()  # type: ignore[union-attr]
+        if scan.elements_end > first:
+            self._route(text[first : scan.elements_end].encode("utf-8", "surrogateescape"))
+        del buf[: len(text[: scan.stop].encode("utf-8", "surrogateescape"))]
+        self._after_element = scan.after_element
+        self._closed = scan.bracket >= 0
+
+    def _skip_gap(self, buf: bytearray) -> None:
+        """Drop the whitespace at the front of `buf`, and after a whole element the comma that follows it: the
+        front is then never inside a string, so a run of whitespace there of any length is let go at once."""
+        lead = _SPACE_BYTES.match(buf).end()  # type: ignore[union-attr]
+        if self._after_element and lead < len(buf) and buf[lead] == 0x2C:  # ","
+            lead = _SPACE_BYTES.match(buf, lead + 1).end()  # type: ignore[union-attr]
+            self._after_element = False
+        del buf[:lead]
 
     def _route(self, segment: bytes) -> None:
         """Put `segment` on the next lane in turn whose pipe has room, so that DuckDB's threads share the work;
@@ -353,8 +400,8 @@ def scan_elements(text: str, pos: int, after_element: bool) -> Scan:
         elements_end, after_element = pos, True
 
 
-def last_boundary(buf: bytes | bytearray, end: int) -> tuple[int, int] | None:
-    """The last boundary between two array elements before `end`: (just after the `}`, at the next `{`).
+def last_boundary(buf: bytes | bytearray, end: int, start: int = 0) -> tuple[int, int] | None:
+    """The last boundary between two array elements whose `{` lies in [start, end): (after the `}`, at the `{`).
 
     Looks back from `end` at each `{` whose preceding non-space bytes are `,` then `}`; a gap holding a newline
     is taken at once, else the last such candidate when none of the last NEWLINE_CANDIDATES has one.
@@ -362,7 +409,7 @@ def last_boundary(buf: bytes | bytearray, end: int) -> tuple[int, int] | None:
     fallback = None
     brace_open = end
     for _ in range(NEWLINE_CANDIDATES):
-        brace_open = buf.rfind(b"{", 0, brace_open)
+        brace_open = buf.rfind(b"{", start, brace_open)
         if brace_open <= 0:
             break
         comma = _skip_space_back(buf, brace_open)

@@ -38,11 +38,19 @@ def extract_event_array(trace_file: Path, tmp: Path, options: IngestOptions) -> 
     chunks = _decompressed_chunks(trace_file, options)
     header, first = read_header(trace_file, chunks)
     json_bytes = len(first) + header.offset
+    limit = jsonstream.json_limit(trace_file)
     with open(out_path, "wb") as out:
         out.write(first)
         for chunk in chunks:
             out.write(chunk)
             json_bytes += len(chunk)
+            if json_bytes > limit:
+                raise BadInputError(
+                    trace_file,
+                    f"the file decompresses to more than {limit >> 20} MiB, {jsonstream.JSON_RATIO}x its size (a gzip "
+                    "bomb?); traceview stops there",
+                    "check where the file came from: a real trace compresses 10-20x",
+                )
     trailer, lost = _cut_after_array(out_path, trace_file, header.bare_array, options.salvage)
     return EventArray(out_path, {**header.metadata, **trailer}, json_bytes, lost)
 
