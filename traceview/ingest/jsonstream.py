@@ -54,6 +54,9 @@ MAX_UNCUT = 1 << 26  # more than this without an event boundary: not the layout 
 SPACE = b" \t\r\n"
 _SPACE_RE = re.compile(r"[ \t\n\r]*")
 _SPACE_BYTES = re.compile(rb"[ \t\n\r]*")
+# A string, a run of anything but quotes and brackets, or one bracket: what _skip_value steps over.
+_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[^"{}\[\]]+|[{}\[\]]', re.DOTALL)
+_SCALAR = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[^,\]\s]+', re.DOTALL)
 _JSON = json.JSONDecoder()
 NEWLINE_CANDIDATES = 64  # `{` candidates looked at, from the end, for a boundary whose gap holds a newline
 QUEUE_SEGMENTS = 3  # segments waiting per pipe (bounds memory: lanes * QUEUE_SEGMENTS * ~CHUNK)
@@ -162,7 +165,7 @@ class EventPipes:
         first: bytes,
         rest: Iterator[bytes],
         lanes: int,
-        find_end: Callable[[bytes, bool], tuple[int, dict[str, Any]] | None],
+        find_end: Callable[[bytearray, bool], tuple[int, dict[str, Any]] | None],
         expected_bytes: int = 0,
         limit: int = 1 << 62,
     ) -> None:
@@ -263,28 +266,31 @@ class EventPipes:
                 continue
             close, start = cut
             searched = 0
-            self._route(bytes(buf[:close]))  # through the event's closing brace
+            self._route(_copy(buf, 0, close))  # through the event's closing brace
             del buf[:start]  # the comma and whitespace up to the next event's `{`
             self._after_element = False
         self._skip_gap(buf)
-        end = self._find_end(bytes(buf), self._after_element)
+        cut = None if self._closed else last_boundary(buf, len(buf))
+        if cut is not None:  # leave only the last event and what follows the array to read forward
+            self._route(_copy(buf, 0, cut[0]))
+            del buf[: cut[1]]
+        end = self._find_end(buf, self._after_element)
         if end is None:
             raise StreamFailed("the traceEvents array does not close at the end of the file")
         offset, self.trailer = end
         if buf[:offset].strip():
-            self._route(bytes(buf[:offset]))
+            self._route(_copy(buf, 0, offset))
 
     def _drain(self, buf: bytearray) -> None:
         """No boundary in MAX_UNCUT bytes: route the whole elements at the front of `buf` and drop the whitespace
-        after them, decoded one by one (a long run of whitespace between events, or a large trailer)."""
-        text = buf.decode("utf-8", "surrogateescape")
-        scan = scan_elements(text, 0, self._after_element)
+        after them (a long run of whitespace between events, or a large trailer)."""
+        scan = scan_elements(buf, 0, self._after_element)
         if scan.stop == 0 and scan.bracket < 0:
             raise StreamFailed("an event larger than the fast path reads, or damaged JSON")
-        first = _SPACE_RE.match(text).end()  # type: ignore[union-attr]
+        first = _SPACE_BYTES.match(buf).end()  # type: ignore[union-attr]
         if scan.elements_end > first:
-            self._route(text[first : scan.elements_end].encode("utf-8", "surrogateescape"))
-        del buf[: len(text[: scan.stop].encode("utf-8", "surrogateescape"))]
+            self._route(_copy(buf, first, scan.elements_end))
+        del buf[: scan.stop]
         self._after_element = scan.after_element
         self._closed = scan.bracket >= 0
 
@@ -376,28 +382,61 @@ class Scan:
     after_element: bool
 
 
-def scan_elements(text: str, pos: int, after_element: bool) -> Scan:
-    """Read an array's elements in `text` from `pos` forward, each decoded whole with `json` (brackets and braces
-    in strings or nested values cannot mislead it), until its `]`, the end of `text`, an element cut by the end
-    of `text`, or damage. Whitespace between elements is skipped however long it is."""
-    end = len(text)
+def scan_elements(data: str | bytes | bytearray, pos: int, after_element: bool) -> Scan:
+    """Read an array's elements in `data` from `pos` forward, until its `]`, the end of `data`, an element cut by
+    the end of `data`, or damage. Whitespace between elements is skipped however long it is.
+
+    Text (str) is decoded element by element with `json`, so that damage stops the scan (the careful path: what
+    --salvage keeps); bytes are only followed through strings and nesting (_skip_value), fast and without
+    building the values, which DuckDB then reads and checks (the fast path).
+    """
+    text = isinstance(data, str)
+    space, comma, bracket = (_SPACE_RE, ",", "]") if text else (_SPACE_BYTES, 0x2C, 0x5D)
+    end = len(data)
     elements_end = pos
     while True:
-        pos = _SPACE_RE.match(text, pos).end()  # type: ignore[union-attr]
+        pos = space.match(data, pos).end()  # type: ignore[union-attr,call-overload]
         if pos >= end:
             return Scan(pos, elements_end, -1, after_element)
-        if text[pos] == "]":
+        if data[pos] == bracket:
             return Scan(pos, elements_end, pos, after_element)
         if after_element:
-            if text[pos] != ",":
+            if data[pos] != comma:
                 return Scan(pos, elements_end, -1, after_element)
             pos, after_element = pos + 1, False
             continue
-        try:
-            _, pos = _JSON.raw_decode(text, pos)
-        except (ValueError, RecursionError):
+        value_end = _decode_value(data, pos) if isinstance(data, str) else _skip_value(data, pos)
+        if value_end is None:
             return Scan(pos, elements_end, -1, after_element)
-        elements_end, after_element = pos, True
+        elements_end = pos = value_end
+        after_element = True
+
+
+def _decode_value(text: str, pos: int) -> int | None:
+    try:
+        return _JSON.raw_decode(text, pos)[1]
+    except (ValueError, RecursionError):
+        return None
+
+
+def _skip_value(data: bytes | bytearray, pos: int) -> int | None:
+    """Where the JSON value at `pos` ends, following strings and nesting only; None when `data` ends first."""
+    if data[pos] not in b"{[":
+        scalar = _SCALAR.match(data, pos)
+        return scalar.end() if scalar and scalar.end() < len(data) else None
+    depth, expected = 0, pos
+    for token in _TOKEN.finditer(data, pos):
+        if token.start() != expected:  # a string that does not close before the end of `data`
+            return None
+        expected = token.end()
+        char = data[token.start()]
+        if char in b"{[":
+            depth += 1
+        elif char in b"}]":
+            depth -= 1
+            if depth == 0:
+                return token.end()
+    return None
 
 
 def last_boundary(buf: bytes | bytearray, end: int, start: int = 0) -> tuple[int, int] | None:
@@ -430,6 +469,12 @@ def _skip_space_back(buf: bytes | bytearray, pos: int) -> int:
     while pos >= 0 and buf[pos] in SPACE:
         pos -= 1
     return pos
+
+
+def _copy(buf: bytearray, start: int, end: int) -> bytes:
+    """buf[start:end] as bytes, copied once (slicing a bytearray, then bytes() of it, copies twice)."""
+    with memoryview(buf) as view:
+        return bytes(view[start:end])
 
 
 def _write_all(fd: int, data: bytes) -> None:

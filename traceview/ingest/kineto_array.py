@@ -136,7 +136,7 @@ def _cut_after_array(path: Path, trace_file: Path, bare_array: bool, salvage: bo
     it (an array of deviceProperties, say) is never taken for its end.
     """
     size = path.stat().st_size
-    elements_end, closed = scan_array(path)
+    elements_end, closed = scan_array(path, validate=salvage)
     if closed is not None:
         with open(path, "rb") as handle:
             handle.seek(closed - 1)  # from the `]` on
@@ -163,17 +163,14 @@ def _cut_after_array(path: Path, trace_file: Path, bare_array: bool, salvage: bo
     )
 
 
-def array_end(data: bytes, bare_array: bool, after_element: bool) -> tuple[int, dict[str, Any]] | None:
+def array_end(data: bytes | bytearray, bare_array: bool, after_element: bool) -> tuple[int, dict[str, Any]] | None:
     """Where the array's `]` is in `data` (which starts between two of its elements), and the parsed keys after
     it; None unless `data` holds whole elements, the `]`, and a valid end of the file."""
-    text = data.decode("utf-8", "surrogateescape")
-    scan = jsonstream.scan_elements(text, 0, after_element)
+    scan = jsonstream.scan_elements(data, 0, after_element)
     if scan.bracket < 0:
         return None
-    trailer = _trailer(text[scan.bracket :], bare_array)
-    if trailer is None:
-        return None
-    return len(text[: scan.bracket].encode("utf-8", "surrogateescape")), trailer
+    trailer = _trailer(bytes(data[scan.bracket :]).decode("utf-8", "surrogateescape"), bare_array)
+    return None if trailer is None else (scan.bracket, trailer)
 
 
 def _trailer(rest: str, bare_array: bool) -> dict[str, Any] | None:
@@ -211,27 +208,34 @@ def _object_rest(text: str, pos: int) -> dict[str, Any] | None:
     return members
 
 
-def scan_array(path: Path) -> tuple[int, int | None]:
+def scan_array(path: Path, validate: bool) -> tuple[int, int | None]:
     """Bytes of the array in `path` up to the end of its last complete element, and through its `]` (None when it
     never closes, or is damaged before).
 
-    The elements are decoded one by one from the `[` on (jsonstream.scan_elements), since braces in strings and
-    nested objects make a search back from the end unreliable; memory holds one CHUNK of input plus the element
-    being decoded, whatever the whitespace between elements.
+    The elements are read one by one from the `[` on (jsonstream.scan_elements), since braces in strings and
+    nested objects make a search back from the end unreliable: decoded with `json` when `validate` (--salvage
+    keeps what comes before damage), else followed through strings and nesting only, on the bytes (DuckDB
+    checks the values). Memory holds one CHUNK of input plus the element being read, whatever the whitespace
+    between elements.
     """
-    offset, elements_end, after, buffer = 1, 1, False, b""
+    offset, elements_end, after, buffer = 1, 1, False, bytearray()
     with open(path, "rb") as handle:
         handle.seek(1)
         while data := handle.read(CHUNK):
             buffer += data
-            text = buffer.decode("utf-8", "surrogateescape")
-            scan = jsonstream.scan_elements(text, 0, after)
+            text = buffer.decode("utf-8", "surrogateescape") if validate else None
+            scan = jsonstream.scan_elements(buffer if text is None else text, 0, after)
+
+            def size(end: int, text: str | None = text) -> int:
+                return end if text is None else len(text[:end].encode("utf-8", "surrogateescape"))
+
             if scan.elements_end:
-                elements_end = offset + len(text[: scan.elements_end].encode("utf-8", "surrogateescape"))
+                elements_end = offset + size(scan.elements_end)
             if scan.bracket >= 0:
-                return elements_end, offset + len(text[: scan.bracket + 1].encode("utf-8", "surrogateescape"))
-            used = len(text[: scan.stop].encode("utf-8", "surrogateescape"))
-            offset, buffer, after = offset + used, buffer[used:], scan.after_element
+                return elements_end, offset + size(scan.bracket + 1)
+            used = size(scan.stop)
+            offset, after = offset + used, scan.after_element
+            del buffer[:used]
             if len(buffer) > MAX_EVENT:
                 break
     return elements_end, None
