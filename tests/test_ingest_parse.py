@@ -11,6 +11,7 @@ import gzip
 import json
 import subprocess
 import sys
+import time
 from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 
@@ -19,7 +20,7 @@ import pytest
 from conftest import SAMPLES
 
 import traceview
-from traceview.ingest import kineto
+from traceview.ingest import IngestOptions, kineto
 
 sys.path.insert(0, str(Path(__file__).parent.parent / "bench"))
 import replicate_trace
@@ -167,3 +168,77 @@ def test_a_gzip_bomb_is_refused_in_one_line_with_bounded_temporary_files(tmp_pat
 def test_the_sample_still_reads(tmp_path: Path) -> None:
     summary = traceview.ingest([SAMPLES / "eager.pt.trace.json.gz"], tmp_path / "eager.db")
     assert summary.kernels == 2635
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Many small per-rank files (issue 17, item 5)
+
+
+def _rank_file(folder: Path, rank: int, gz: bool = False, extra: str = "", grid: str = "[1, 1, 1]") -> Path:
+    events = [
+        f'{{"ph": "X", "cat": "kernel", "name": "gemm<{rank % 3}>", "pid": 0, "tid": 7, "ts": {10 + rank}.5, '
+        f'"dur": 2.0, "args": {{"device": 0, "stream": 7, "correlation": 1, "grid": {grid}}}}}',
+        f'{{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": {9 + rank}, '
+        f'"dur": 0.5, "args": {{"correlation": 1}}}}',
+        f'{{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": {8 + rank}, "dur": 3}}',
+        '{"ph": "M", "name": "thread_name", "pid": 1, "tid": 1, "args": {"name": "main"}}',
+        '{"ph": "s", "cat": "ac2g", "id": 1, "pid": 1, "tid": 1, "ts": 9}',
+    ]
+    text = f'{{{extra}"traceEvents": [{", ".join(events)}], "traceName": "r{rank}"}}'
+    path = folder / f"rank-{rank}.pt.trace.json{'.gz' if gz else ''}"
+    path.write_bytes(gzip.compress(text.encode()) if gz else text.encode())
+    return path
+
+
+def test_many_small_rank_files_load_in_time_independent_of_their_number(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "ranks"
+    folder.mkdir()
+    for rank in range(500):
+        _rank_file(folder, rank, gz=rank % 2 == 1)
+    spent = []
+    load = kineto.load
+
+    def timed(*args: object) -> object:
+        start = time.process_time()
+        try:
+            return load(*args)  # type: ignore[arg-type]
+        finally:
+            spent.append(time.process_time() - start)
+
+    monkeypatch.setattr(kineto, "load", timed)
+    summary = traceview.ingest([folder], tmp_path / "ranks.db")
+    assert summary.ranks == 500 and summary.kernels == 500
+    assert spent[0] < 10, spent  # ~1.5 CPU-s; one file at a time took ~0.08 CPU-s per file (40 s)
+
+
+def test_small_files_read_together_give_the_rows_of_files_read_one_by_one(tmp_path: Path) -> None:
+    folder = tmp_path / "ranks"
+    folder.mkdir()
+    for rank in range(6):
+        _rank_file(folder, rank, gz=rank % 2 == 0)
+    _rank_file(folder, 6, extra='"baseTimeNanoseconds": 1790857026000000000, "deviceProperties": [{"id": 0, '
+               '"name": "NVIDIA H200"}], "distributedInfo": {"rank": 16, "world_size": 32}, ')  # fmt: skip
+    (folder / "rank-7.pt.trace.json").write_text(
+        '[{"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 1}]'
+    )  # fmt: skip  (a bare array: read alone)
+    for rank in range(8, 12):
+        _rank_file(folder, rank)
+    together, alone = tmp_path / "together.db", tmp_path / "alone.db"
+    traceview.ingest([folder], together)
+    traceview.ingest([folder], alone, IngestOptions(careful=frozenset({folder})))  # the mark of a failed batch
+    assert _rows(together) == _rows(alone)
+    with duckdb.connect(str(together), read_only=True) as con:
+        assert con.execute("SELECT count(*), max(rank) FROM ranks").fetchall() == [(12, 16)]
+
+
+def test_a_batch_with_a_value_of_another_type_falls_back_to_reading_files_alone(tmp_path: Path) -> None:
+    folder = tmp_path / "ranks"
+    folder.mkdir()
+    for rank in range(5):
+        _rank_file(folder, rank, grid='"grid(100,)"' if rank == 3 else "[1, 1, 1]")  # Triton writes such grids
+    traceview.ingest([folder], tmp_path / "mixed.db")
+    with duckdb.connect(str(tmp_path / "mixed.db"), read_only=True) as con:
+        grids = con.execute("SELECT rank, grid FROM gpu_activity ORDER BY rank").fetchall()
+    assert grids == [(r, None if r == 3 else [1, 1, 1]) for r in range(5)]

@@ -119,14 +119,15 @@ def decompressed_chunks(
 
 def expected_size(trace_file: Path) -> int:
     """About how many bytes the file holds uncompressed: its size, or for gzip the size its trailer gives
-    (modulo 4 GiB: raised to at least 8x the compressed size, a low ratio for JSON)."""
+    (modulo 4 GiB: for a file that could hold more, raised to at least 8x the compressed size, a low ratio for
+    JSON; a small file's trailer is exact, however little it compressed)."""
     size = trace_file.stat().st_size
     with open(trace_file, "rb") as handle:
         if handle.read(2) != b"\x1f\x8b" or size < 18:
             return size
         handle.seek(-4, os.SEEK_END)
         isize = int.from_bytes(handle.read(4), "little")
-    while isize < 8 * size:
+    while size > (1 << 32) // 64 and isize < 8 * size:
         isize += 1 << 32
     return isize
 
