@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from importlib import resources
 
 import duckdb
-import pandas as pd
 
 from .kernel_names import short_kernel_name
 
@@ -46,13 +45,11 @@ def short_names_table(con: duckdb.DuckDBPyConnection, names_sql: str, table: str
     names = [
         row[0] for row in con.execute(f"SELECT DISTINCT name FROM ({names_sql}) WHERE name IS NOT NULL").fetchall()
     ]
-    frame = pd.DataFrame({"name": names, "short_name": [short_kernel_name(n) for n in names]})
-    con.register("_short_names_frame", frame)
-    con.execute(  # typed: with no names at all, pandas would type the empty columns DOUBLE
+    con.execute(
         f"CREATE OR REPLACE TEMP TABLE {table} AS "
-        "SELECT name::VARCHAR AS name, short_name::VARCHAR AS short_name FROM _short_names_frame"
+        "SELECT unnest(?::VARCHAR[]) AS name, unnest(?::VARCHAR[]) AS short_name",
+        [names, [short_kernel_name(n) for n in names]],
     )
-    con.unregister("_short_names_frame")
 
 
 def kernel_class_table(
@@ -65,27 +62,20 @@ def kernel_class_table(
     classes = kernel_classes(extra_comm_patterns)
     for cls in classes:
         re.compile(cls.pattern)  # a user pattern that does not compile fails here with a clear error
-    frame = pd.DataFrame(
-        {
-            "rank_order": range(len(classes)),
-            "category": [c.category for c in classes],
-            "comm_op": [c.comm_op for c in classes],
-            "pattern": [c.pattern for c in classes],
-        }
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE _kernel_classes AS SELECT unnest(range(?))::INTEGER AS rank_order, "
+        "unnest(?::VARCHAR[]) AS category, unnest(?::VARCHAR[]) AS comm_op, unnest(?::VARCHAR[]) AS pattern",
+        [len(classes), [c.category for c in classes], [c.comm_op for c in classes], [c.pattern for c in classes]],
     )
-    con.register("_kernel_classes", frame)
-    try:
-        con.execute(
-            f"""
-            CREATE OR REPLACE TEMP TABLE _name_class AS
-            SELECT n.name, arg_min(c.category, c.rank_order) AS category, arg_min(c.comm_op, c.rank_order) AS comm_op
-            FROM ({names_sql}) n
-            JOIN _kernel_classes c ON regexp_matches(n.name, c.pattern)
-            GROUP BY n.name
-            """
-        )
-    finally:
-        con.unregister("_kernel_classes")
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE _name_class AS
+        SELECT n.name, arg_min(c.category, c.rank_order) AS category, arg_min(c.comm_op, c.rank_order) AS comm_op
+        FROM ({names_sql}) n
+        JOIN _kernel_classes c ON regexp_matches(n.name, c.pattern)
+        GROUP BY n.name
+        """
+    )
 
 
 def launch_table(con: duckdb.DuckDBPyConnection, launches_sql: str, scope: str = "rank") -> None:
