@@ -45,8 +45,8 @@ import gen_traces  # noqa: E402
 import replicate_trace  # noqa: E402
 
 DEFAULT_DATA = Path(tempfile.gettempdir()) / "traceview-bench"
-HTA_PYTHON = Path("/tmp/htavenv/bin/python")
-NSYS_AI_PYTHON = Path("/tmp/nsysaivenv/bin/python")
+HTA_PYTHON = HERE.parent / ".venv-hta" / "bin" / "python"  # bench/README.md: how to make the peers' venvs
+NSYS_AI_PYTHON = HERE.parent / ".venv-nsysai" / "bin" / "python"
 TRACEVIEW = [sys.executable, "-m", "traceview.cli"]
 
 HTA_LOAD = """
