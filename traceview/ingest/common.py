@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from importlib import resources
 
 import duckdb
-import pandas as pd
 
 from .kernel_names import short_kernel_name
 
@@ -46,13 +45,11 @@ def short_names_table(con: duckdb.DuckDBPyConnection, names_sql: str, table: str
     names = [
         row[0] for row in con.execute(f"SELECT DISTINCT name FROM ({names_sql}) WHERE name IS NOT NULL").fetchall()
     ]
-    frame = pd.DataFrame({"name": names, "short_name": [short_kernel_name(n) for n in names]})
-    con.register("_short_names_frame", frame)
-    con.execute(  # typed: with no names at all, pandas would type the empty columns DOUBLE
+    con.execute(
         f"CREATE OR REPLACE TEMP TABLE {table} AS "
-        "SELECT name::VARCHAR AS name, short_name::VARCHAR AS short_name FROM _short_names_frame"
+        "SELECT unnest(?::VARCHAR[]) AS name, unnest(?::VARCHAR[]) AS short_name",
+        [names, [short_kernel_name(n) for n in names]],
     )
-    con.unregister("_short_names_frame")
 
 
 def kernel_class_table(
@@ -65,42 +62,35 @@ def kernel_class_table(
     classes = kernel_classes(extra_comm_patterns)
     for cls in classes:
         re.compile(cls.pattern)  # a user pattern that does not compile fails here with a clear error
-    frame = pd.DataFrame(
-        {
-            "rank_order": range(len(classes)),
-            "category": [c.category for c in classes],
-            "comm_op": [c.comm_op for c in classes],
-            "pattern": [c.pattern for c in classes],
-        }
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE _kernel_classes AS SELECT unnest(range(?))::INTEGER AS rank_order, "
+        "unnest(?::VARCHAR[]) AS category, unnest(?::VARCHAR[]) AS comm_op, unnest(?::VARCHAR[]) AS pattern",
+        [len(classes), [c.category for c in classes], [c.comm_op for c in classes], [c.pattern for c in classes]],
     )
-    con.register("_kernel_classes", frame)
-    try:
-        con.execute(
-            f"""
-            CREATE OR REPLACE TEMP TABLE _name_class AS
-            SELECT n.name, arg_min(c.category, c.rank_order) AS category, arg_min(c.comm_op, c.rank_order) AS comm_op
-            FROM ({names_sql}) n
-            JOIN _kernel_classes c ON regexp_matches(n.name, c.pattern)
-            GROUP BY n.name
-            """
-        )
-    finally:
-        con.unregister("_kernel_classes")
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE _name_class AS
+        SELECT n.name, arg_min(c.category, c.rank_order) AS category, arg_min(c.comm_op, c.rank_order) AS comm_op
+        FROM ({names_sql}) n
+        JOIN _kernel_classes c ON regexp_matches(n.name, c.pattern)
+        GROUP BY n.name
+        """
+    )
 
 
-def launch_table(con: duckdb.DuckDBPyConnection, launches_sql: str) -> None:
-    """Create temp table `_launch_by_corr(correlation_id, launch_id, pid)` from launch rows of one scope.
+def launch_table(con: duckdb.DuckDBPyConnection, launches_sql: str, scope: str = "rank") -> None:
+    """Create temp table `_launch_by_corr(<scope>, correlation_id, launch_id, pid)` from launch rows.
 
-    The first launch of a correlation id wins (count_shared_correlations counts ids with several), for backends
-    that link GPU work while inserting it: `launches_sql` selects the launches of one process (e.g. one Kineto
-    rank). nsys links with its own query (correlation ids are scoped by pid or rank there).
+    The first launch of a correlation id within a `scope` (a Kineto rank: one process) wins
+    (count_shared_correlations counts ids with several), for backends that link GPU work while inserting it.
+    nsys links with its own query (correlation ids are scoped by pid or rank there).
     """
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE _launch_by_corr AS
-        SELECT correlation_id, min(launch_id) AS launch_id, arg_min(pid, launch_id) AS pid
+        SELECT {scope}, correlation_id, min(launch_id) AS launch_id, arg_min(pid, launch_id) AS pid
         FROM ({launches_sql}) WHERE correlation_id IS NOT NULL
-        GROUP BY correlation_id
+        GROUP BY {scope}, correlation_id
         """
     )
 
@@ -295,10 +285,18 @@ def add_stat(
     description: str,
 ) -> None:
     """Record one counter in ingest_stats."""
-    con.execute(
-        "INSERT INTO ingest_stats VALUES (?, ?, ?, ?, ?, ?)",
-        [run_id, rank, name, severity, value, description],
-    )
+    add_stats(con, [(run_id, rank, name, severity, value, description)])
+
+
+def add_stats(con: duckdb.DuckDBPyConnection, rows: list[tuple[int, int | None, str, str, float, str]]) -> None:
+    """Record counters (run_id, rank, name, severity, value, description) in ingest_stats, in one statement."""
+    if rows:
+        columns = list(zip(*rows, strict=True))
+        con.execute(
+            "INSERT INTO ingest_stats SELECT unnest(?::INTEGER[]), unnest(?::INTEGER[]), unnest(?::VARCHAR[]), "
+            "unnest(?::VARCHAR[]), unnest(?::DOUBLE[]), unnest(?::VARCHAR[])",
+            [list(c) for c in columns],
+        )
 
 
 def record_link_stats(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
@@ -312,29 +310,31 @@ def record_link_stats(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
         """,
         [run_id],
     ).fetchall()
+    stats = []
     for rank, kernels, unlinked, memcpy, memset in rows:
-        add_stat(con, run_id, rank, "kernels", "info", kernels, "GPU kernels kept")
-        add_stat(con, run_id, rank, "memcpy", "info", memcpy, "GPU memory copies kept")
-        add_stat(con, run_id, rank, "memset", "info", memset, "GPU memory sets kept")
-        add_stat(
-            con,
-            run_id,
-            rank,
-            "kernels_without_launch",
-            "data_loss" if unlinked else "info",
-            unlinked,
-            "kernels whose launch call (runtime or driver API) is not in the trace",
-        )
         share = 100.0 * (kernels - unlinked) / kernels if kernels else 100.0
-        add_stat(
-            con,
-            run_id,
-            rank,
-            "kernels_linked_to_launch_pct",
-            "info",
-            round(share, 3),
-            "percentage of kernels linked to their launch call through the correlation id",
-        )
+        stats += [
+            (run_id, rank, "kernels", "info", kernels, "GPU kernels kept"),
+            (run_id, rank, "memcpy", "info", memcpy, "GPU memory copies kept"),
+            (run_id, rank, "memset", "info", memset, "GPU memory sets kept"),
+            (
+                run_id,
+                rank,
+                "kernels_without_launch",
+                "data_loss" if unlinked else "info",
+                unlinked,
+                "kernels whose launch call (runtime or driver API) is not in the trace",
+            ),
+            (
+                run_id,
+                rank,
+                "kernels_linked_to_launch_pct",
+                "info",
+                round(share, 3),
+                "percentage of kernels linked to their launch call through the correlation id",
+            ),
+        ]
+    add_stats(con, stats)
 
 
 def finish_run(con: duckdb.DuckDBPyConnection, run_id: int, ranges_nested: bool = False) -> None:

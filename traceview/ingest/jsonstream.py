@@ -6,27 +6,35 @@ yields the data before damage), and cuts the array into segments at event bounda
 each pipe a valid JSON array of whole events, so DuckDB's `read_json` parses the pipes in parallel (it
 parses one file per thread). DuckDB keeps what it read from a pipe until that pipe ends, so each pipe
 carries at most QUOTA bytes, and `lanes` pipes (DuckDB's threads) are fed at a time, in order. The last
-`HOLD` bytes are kept back until the end of the file, where the array's closing bracket is found and the
-metadata after it (the trailer) is parsed.
+`HOLD` bytes are kept back until the end of the file, where the elements left are read forward to the
+array's closing bracket and the metadata after it (the trailer) is parsed.
 
-Boundaries are found only in the layout PyTorch's profiler writes (`\\n  },\\n  {\\n` between events, the
-one place where a `}` at that indentation is followed by a `{`); a file in another layout goes through
-one pipe. A boundary found by mistake could only cut an event in two, and an unbalanced part fails to
-parse. When the producer fails (a gzip error, no closing bracket near the end) the pipes still end as
-valid arrays, DuckDB's read succeeds, and `finish()` raises StreamFailed: the caller reads the file again
-the careful way (the temp-file path, which handles damaged files as before). A DuckDB error (a value of
-another type, JSON that does not parse) reaches the caller as it is.
+Boundaries are found in any layout: the last `{` of a window that follows `}` and `,` across whitespace
+(`\\n  },\\n  {\\n` in PyTorch's pretty-printed layout, `},\\n{` one event per line, `}, {` on one line).
+Gaps that hold a newline are preferred, since no JSON string holds a raw newline. A boundary found by mistake
+(inside a string, between objects nested in an event, or in the metadata after the array) could only cut
+an event in two, or leave the array's end inside a part: such a part fails to parse, and the caller reads the
+file the careful way. Where MAX_UNCUT bytes hold no boundary (a long run of whitespace between events, a
+large trailer) the elements at the front are decoded one by one instead, so memory stays bounded.
+
+When the producer fails (a gzip error, no closing bracket at the end) the pipes still end as valid arrays,
+DuckDB's read succeeds, and `finish()` raises StreamFailed: the caller reads the file again the careful way
+(the temp-file path, which handles damaged files). A DuckDB error (a value of another type, JSON that does
+not parse) reaches the caller as it is.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gzip as _stdlib_gzip
+import json
 import os
 import queue
+import re
 import threading
 import zlib
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -39,11 +47,20 @@ except ImportError:  # pragma: no cover - isal is a dependency, but zlib is alwa
     import gzip as _gzip  # type: ignore[no-redef]
 
 CHUNK = 1 << 22  # decompressed bytes read at a time
+JSON_RATIO = 64  # decompressed JSON may be this multiple of the file, at most (json_limit)
+MIN_JSON_LIMIT = 1 << 28
 HOLD = 1 << 20  # bytes kept back until the end of the file, to find where the array ends
 MAX_UNCUT = 1 << 26  # more than this without an event boundary: not the layout this path handles
+SPACE = b" \t\r\n"
+_SPACE_RE = re.compile(r"[ \t\n\r]*")
+_SPACE_BYTES = re.compile(rb"[ \t\n\r]*")
+# A string, a run of anything but quotes and brackets, or one bracket: what _skip_value steps over.
+_TOKEN = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[^"{}\[\]]+|[{}\[\]]', re.DOTALL)
+_SCALAR = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"|[^,\]\s]+', re.DOTALL)
+_JSON = json.JSONDecoder()
+NEWLINE_CANDIDATES = 64  # `{` candidates looked at, from the end, for a boundary whose gap holds a newline
 QUEUE_SEGMENTS = 3  # segments waiting per pipe (bounds memory: lanes * QUEUE_SEGMENTS * ~CHUNK)
 QUOTA = 1 << 25  # bytes per pipe: DuckDB keeps what it read from a pipe until that pipe ends
-BOUNDARY = b"\n  },\n  {\n"
 F_SETPIPE_SZ = 1031  # Linux: grow the pipe buffer from 64 KiB
 PIPE_SIZE = 1 << 20
 
@@ -102,16 +119,23 @@ def decompressed_chunks(
 
 def expected_size(trace_file: Path) -> int:
     """About how many bytes the file holds uncompressed: its size, or for gzip the size its trailer gives
-    (modulo 4 GiB: raised to at least 8x the compressed size, a low ratio for JSON)."""
+    (modulo 4 GiB: for a file that could hold more, raised to at least 8x the compressed size, a low ratio for
+    JSON; a small file's trailer is exact, however little it compressed)."""
     size = trace_file.stat().st_size
     with open(trace_file, "rb") as handle:
         if handle.read(2) != b"\x1f\x8b" or size < 18:
             return size
         handle.seek(-4, os.SEEK_END)
         isize = int.from_bytes(handle.read(4), "little")
-    while isize < 8 * size:
+    while size > (1 << 32) // 64 and isize < 8 * size:
         isize += 1 << 32
     return isize
+
+
+def json_limit(trace_file: Path) -> int:
+    """The most decompressed JSON read from `trace_file`: a multiple of its size (a trace compresses about 10-20x;
+    a gzip bomb of whitespace 1000x), at least MIN_JSON_LIMIT. Past it the careful path refuses the file."""
+    return max(MIN_JSON_LIMIT, JSON_RATIO * trace_file.stat().st_size)
 
 
 def gzip_errors() -> tuple[type[BaseException], ...]:
@@ -142,12 +166,14 @@ class EventPipes:
         first: bytes,
         rest: Iterator[bytes],
         lanes: int,
-        find_end: Callable[[bytes], tuple[int, dict[str, Any]] | None],
+        find_end: Callable[[bytearray, bool], tuple[int, dict[str, Any]] | None],
         expected_bytes: int = 0,
+        limit: int = 1 << 62,
     ) -> None:
         self._first = first
         self._rest = rest
         self._find_end = find_end
+        self._limit = limit
         self._tmp = scratch_directory("pipes")
         lanes = max(lanes, 1)
         count = lanes + max(lanes, -(-expected_bytes // QUOTA))
@@ -163,6 +189,8 @@ class EventPipes:
         self._turn = 0
         self.trailer: dict[str, Any] = {}
         self.json_bytes = 0
+        self._after_element = False  # the front of the buffer follows a whole element (a comma may come next)
+        self._closed = False  # the array's `]` is at the front of the buffer
 
     def __enter__(self) -> list[Path]:
         for path in self.paths:
@@ -217,27 +245,64 @@ class EventPipes:
         buf = bytearray(self._first[1:])  # drop the array's `[`; every pipe writes its own
         self.json_bytes = len(self._first)
         self._first = b""
+        searched = 0
         for chunk in self._rest:
             if self._cancel.is_set():
                 return
             self.json_bytes += len(chunk)
+            if self.json_bytes > self._limit:
+                raise StreamFailed("more decompressed JSON than json_limit allows")
             buf += chunk
             if len(buf) < HOLD + CHUNK:
                 continue
-            cut = buf.rfind(BOUNDARY, 0, len(buf) - HOLD)
-            if cut < 0:
+            if self._closed:
+                continue  # the array ended: the rest is the trailer, parsed at the end
+            self._skip_gap(buf)
+            cut = last_boundary(buf, len(buf) - HOLD, searched)
+            if cut is None:
+                searched = max(0, len(buf) - HOLD)  # no boundary before here: the next search starts here
                 if len(buf) > MAX_UNCUT:
-                    raise StreamFailed("no event boundary in the layout this path splits")
+                    self._drain(buf)
+                    searched = 0
                 continue
-            self._route(bytes(buf[: cut + 4]))  # through the event's closing brace
-            del buf[: cut + 5]  # and the comma
-        tail_start = max(0, len(buf) - HOLD)
-        end = self._find_end(bytes(buf[tail_start:]))
+            close, start = cut
+            searched = 0
+            self._route(_copy(buf, 0, close))  # through the event's closing brace
+            del buf[:start]  # the comma and whitespace up to the next event's `{`
+            self._after_element = False
+        self._skip_gap(buf)
+        cut = None if self._closed else last_boundary(buf, len(buf))
+        if cut is not None:  # leave only the last event and what follows the array to read forward
+            self._route(_copy(buf, 0, cut[0]))
+            del buf[: cut[1]]
+        end = self._find_end(buf, self._after_element)
         if end is None:
-            raise StreamFailed("the traceEvents array does not close near the end of the file")
+            raise StreamFailed("the traceEvents array does not close at the end of the file")
         offset, self.trailer = end
-        if buf[: tail_start + offset].strip():
-            self._route(bytes(buf[: tail_start + offset]))
+        if buf[:offset].strip():
+            self._route(_copy(buf, 0, offset))
+
+    def _drain(self, buf: bytearray) -> None:
+        """No boundary in MAX_UNCUT bytes: route the whole elements at the front of `buf` and drop the whitespace
+        after them (a long run of whitespace between events, or a large trailer)."""
+        scan = scan_elements(buf, 0, self._after_element)
+        if scan.stop == 0 and scan.bracket < 0:
+            raise StreamFailed("an event larger than the fast path reads, or damaged JSON")
+        first = _SPACE_BYTES.match(buf).end()  # type: ignore[union-attr]
+        if scan.elements_end > first:
+            self._route(_copy(buf, first, scan.elements_end))
+        del buf[: scan.stop]
+        self._after_element = scan.after_element
+        self._closed = scan.bracket >= 0
+
+    def _skip_gap(self, buf: bytearray) -> None:
+        """Drop the whitespace at the front of `buf`, and after a whole element the comma that follows it: the
+        front is then never inside a string, so a run of whitespace there of any length is let go at once."""
+        lead = _SPACE_BYTES.match(buf).end()  # type: ignore[union-attr]
+        if self._after_element and lead < len(buf) and buf[lead] == 0x2C:  # ","
+            lead = _SPACE_BYTES.match(buf, lead + 1).end()  # type: ignore[union-attr]
+            self._after_element = False
+        del buf[:lead]
 
     def _route(self, segment: bytes) -> None:
         """Put `segment` on the next lane in turn whose pipe has room, so that DuckDB's threads share the work;
@@ -304,6 +369,113 @@ class EventPipes:
         finally:
             if fd >= 0:
                 os.close(fd)
+
+
+@dataclass(frozen=True)
+class Scan:
+    """How far scan_elements read: up to `stop` (whitespace and commas included), whole elements up to
+    `elements_end`; `bracket` is where the array's `]` is (-1: not reached); `after_element` whether the last
+    thing read was an element (so that a comma comes next)."""
+
+    stop: int
+    elements_end: int
+    bracket: int
+    after_element: bool
+
+
+def scan_elements(data: str | bytes | bytearray, pos: int, after_element: bool) -> Scan:
+    """Read an array's elements in `data` from `pos` forward, until its `]`, the end of `data`, an element cut by
+    the end of `data`, or damage. Whitespace between elements is skipped however long it is.
+
+    Text (str) is decoded element by element with `json`, so that damage stops the scan (the careful path: what
+    --salvage keeps); bytes are only followed through strings and nesting (_skip_value), fast and without
+    building the values, which DuckDB then reads and checks (the fast path).
+    """
+    text = isinstance(data, str)
+    space, comma, bracket = (_SPACE_RE, ",", "]") if text else (_SPACE_BYTES, 0x2C, 0x5D)
+    end = len(data)
+    elements_end = pos
+    while True:
+        pos = space.match(data, pos).end()  # type: ignore[union-attr,call-overload]
+        if pos >= end:
+            return Scan(pos, elements_end, -1, after_element)
+        if data[pos] == bracket:
+            return Scan(pos, elements_end, pos, after_element)
+        if after_element:
+            if data[pos] != comma:
+                return Scan(pos, elements_end, -1, after_element)
+            pos, after_element = pos + 1, False
+            continue
+        value_end = _decode_value(data, pos) if isinstance(data, str) else _skip_value(data, pos)
+        if value_end is None:
+            return Scan(pos, elements_end, -1, after_element)
+        elements_end = pos = value_end
+        after_element = True
+
+
+def _decode_value(text: str, pos: int) -> int | None:
+    try:
+        return _JSON.raw_decode(text, pos)[1]
+    except (ValueError, RecursionError):
+        return None
+
+
+def _skip_value(data: bytes | bytearray, pos: int) -> int | None:
+    """Where the JSON value at `pos` ends, following strings and nesting only; None when `data` ends first."""
+    if data[pos] not in b"{[":
+        scalar = _SCALAR.match(data, pos)
+        return scalar.end() if scalar and scalar.end() < len(data) else None
+    depth, expected = 0, pos
+    for token in _TOKEN.finditer(data, pos):
+        if token.start() != expected:  # a string that does not close before the end of `data`
+            return None
+        expected = token.end()
+        char = data[token.start()]
+        if char in b"{[":
+            depth += 1
+        elif char in b"}]":
+            depth -= 1
+            if depth == 0:
+                return token.end()
+    return None
+
+
+def last_boundary(buf: bytes | bytearray, end: int, start: int = 0) -> tuple[int, int] | None:
+    """The last boundary between two array elements whose `{` lies in [start, end): (after the `}`, at the `{`).
+
+    Looks back from `end` at each `{` whose preceding non-space bytes are `,` then `}`; a gap holding a newline
+    is taken at once, else the last such candidate when none of the last NEWLINE_CANDIDATES has one.
+    """
+    fallback = None
+    brace_open = end
+    for _ in range(NEWLINE_CANDIDATES):
+        brace_open = buf.rfind(b"{", start, brace_open)
+        if brace_open <= 0:
+            break
+        comma = _skip_space_back(buf, brace_open)
+        if comma < 0 or buf[comma] != 0x2C:  # ","
+            continue
+        brace = _skip_space_back(buf, comma)
+        if brace < 0 or buf[brace] != 0x7D:  # "}"
+            continue
+        if b"\n" in buf[brace:brace_open]:
+            return brace + 1, brace_open
+        fallback = fallback or (brace + 1, brace_open)
+    return fallback
+
+
+def _skip_space_back(buf: bytes | bytearray, pos: int) -> int:
+    """Index of the last non-space byte before `pos` (-1 when there is none)."""
+    pos -= 1
+    while pos >= 0 and buf[pos] in SPACE:
+        pos -= 1
+    return pos
+
+
+def _copy(buf: bytearray, start: int, end: int) -> bytes:
+    """buf[start:end] as bytes, copied once (slicing a bytearray, then bytes() of it, copies twice)."""
+    with memoryview(buf) as view:
+        return bytes(view[start:end])
 
 
 def _write_all(fd: int, data: bytes) -> None:

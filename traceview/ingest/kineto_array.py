@@ -20,7 +20,6 @@ from . import IngestOptions, jsonstream
 CHUNK = 1 << 24
 MAX_EVENT = 1 << 30  # read_json's maximum_object_size: the largest single event read
 MAX_HEADER = 1 << 28
-TAIL_WINDOWS = (1 << 20, 1 << 26)
 
 
 @dataclass(frozen=True)
@@ -39,11 +38,19 @@ def extract_event_array(trace_file: Path, tmp: Path, options: IngestOptions) -> 
     chunks = _decompressed_chunks(trace_file, options)
     header, first = read_header(trace_file, chunks)
     json_bytes = len(first) + header.offset
+    limit = jsonstream.json_limit(trace_file)
     with open(out_path, "wb") as out:
         out.write(first)
         for chunk in chunks:
             out.write(chunk)
             json_bytes += len(chunk)
+            if json_bytes > limit:
+                raise BadInputError(
+                    trace_file,
+                    f"the file decompresses to more than {limit >> 20} MiB, {jsonstream.JSON_RATIO}x its size (a gzip "
+                    "bomb?); traceview stops there",
+                    "check where the file came from: a real trace compresses 10-20x",
+                )
     trailer, lost = _cut_after_array(out_path, trace_file, header.bare_array, options.salvage)
     return EventArray(out_path, {**header.metadata, **trailer}, json_bytes, lost)
 
@@ -123,52 +130,54 @@ def _find_array_start(buffer: bytes, trace_file: Path, at_end: bool = False) -> 
 
 
 def _cut_after_array(path: Path, trace_file: Path, bare_array: bool, salvage: bool) -> tuple[dict[str, Any], int]:
-    """Truncate `path` right after the array's closing bracket; return the metadata after it and bytes lost."""
+    """Truncate `path` right after the array's closing bracket; return the metadata after it and bytes lost.
+
+    The array is read forward, element by element (scan_array), so that a bracket inside the metadata after
+    it (an array of deviceProperties, say) is never taken for its end.
+    """
     size = path.stat().st_size
-    for window in TAIL_WINDOWS:
-        start = max(0, size - window)
+    elements_end, closed = scan_array(path, validate=salvage)
+    if closed is not None:
         with open(path, "rb") as handle:
-            handle.seek(start)
-            tail = handle.read()
-        end = array_end_in_tail(tail, bare_array)
-        if end is not None:
-            offset, trailer = end
+            handle.seek(closed - 1)  # from the `]` on
+            rest = handle.read().decode("utf-8", "surrogateescape")
+        trailer = _trailer(rest, bare_array)
+        if trailer is not None:
             with open(path, "r+b") as handle:
-                handle.truncate(start + offset + 1)
+                handle.truncate(closed)
             return trailer, 0
-        if start == 0:
-            break
     if salvage:
-        return {}, _salvage(path, size)
+        keep = closed or elements_end
+        with open(path, "r+b") as handle:
+            handle.truncate(keep)
+            if closed is None:
+                handle.seek(keep)
+                handle.write(b"]")
+        return {}, max(size - keep, 1)  # at least 1: a cut just after an event's brace drops nothing, yet it is partial
     raise BadInputError(
         trace_file,
-        "the trace is truncated (the traceEvents array never closes)",
+        "the trace is truncated (the traceEvents array never closes)"
+        if closed is None
+        else "malformed trace JSON after the traceEvents array",
         "copy the file again, or add --salvage to keep every complete event before the cut",
     )
 
 
-def array_end_in_tail(tail: bytes, bare_array: bool) -> tuple[int, dict[str, Any]] | None:
-    """Position of the `]` closing traceEvents within `tail`, and the parsed keys after it.
-
-    The closing bracket follows the last event's `}` (or the opening `[`) and is followed by `,` or `}`
-    (the rest of the top-level object). Among such brackets, the earliest whose remainder parses as the
-    end of an object is the one: a bracket inside an event leaves unbalanced closers behind it. The tail is
-    decoded once and each candidate's remainder parsed in place (no copy per candidate: traces with
-    record_shapes hold thousands of `[]` candidates).
-    """
-    if bare_array:
-        stripped = tail.rstrip()
-        return (len(stripped) - 1, {}) if stripped.endswith(b"]") else None
-    first = re.search(rb"[}\[]\s*\]\s*[,}]", tail)
-    if first is None:
+def array_end(data: bytes | bytearray, bare_array: bool, after_element: bool) -> tuple[int, dict[str, Any]] | None:
+    """Where the array's `]` is in `data` (which starts between two of its elements), and the parsed keys after
+    it; None unless `data` holds whole elements, the `]`, and a valid end of the file."""
+    scan = jsonstream.scan_elements(data, 0, after_element)
+    if scan.bracket < 0:
         return None
-    text = tail[first.start() :].decode("utf-8", "surrogateescape")
-    for match in re.finditer(r"[}\[]\s*\]\s*[,}]", text):
-        bracket = text.index("]", match.start() + 1)
-        trailer = _object_rest(text, bracket + 1)
-        if trailer is not None:
-            return first.start() + len(text[:bracket].encode("utf-8", "surrogateescape")), trailer
-    return None
+    trailer = _trailer(bytes(data[scan.bracket :]).decode("utf-8", "surrogateescape"), bare_array)
+    return None if trailer is None else (scan.bracket, trailer)
+
+
+def _trailer(rest: str, bare_array: bool) -> dict[str, Any] | None:
+    """The members after the array: `rest` starts at its `]`. None unless it ends the file as JSON."""
+    if bare_array:
+        return {} if rest[1:].strip(" \t\r\n") == "" else None
+    return _object_rest(rest, 1)
 
 
 _JSON = json.JSONDecoder()
@@ -199,50 +208,34 @@ def _object_rest(text: str, pos: int) -> dict[str, Any] | None:
     return members
 
 
-def _salvage(path: Path, size: int) -> int:
-    """Keep every complete event before the cut (or the damage) and close the array; return the bytes dropped.
+def scan_array(path: Path, validate: bool) -> tuple[int, int | None]:
+    """Bytes of the array in `path` up to the end of its last complete element, and through its `]` (None when it
+    never closes, or is damaged before).
 
-    At least 1 when the array never closed: a cut just after an event's brace drops nothing, yet the run is partial.
+    The elements are read one by one from the `[` on (jsonstream.scan_elements), since braces in strings and
+    nested objects make a search back from the end unreliable: decoded with `json` when `validate` (--salvage
+    keeps what comes before damage), else followed through strings and nesting only, on the bytes (DuckDB
+    checks the values). Memory holds one CHUNK of input plus the element being read, whatever the whitespace
+    between elements.
     """
-    keep, closed = _complete_prefix(path)
-    with open(path, "r+b") as handle:
-        handle.truncate(keep)
-        if not closed:
-            handle.seek(keep)
-            handle.write(b"]")
-    return size - keep if closed else max(size - keep, 1)
-
-
-def _complete_prefix(path: Path) -> tuple[int, bool]:
-    """Bytes of the array in `path` up to its last complete event (or its `]`), and whether the array closed.
-
-    The events are decoded one by one from the `[` on, since braces in strings and nested objects make a
-    search back from the end unreliable; memory holds one CHUNK of input plus the event being decoded.
-    """
-    keep, buffer, first = 1, b"", True
+    offset, elements_end, after, buffer = 1, 1, False, bytearray()
     with open(path, "rb") as handle:
         handle.seek(1)
         while data := handle.read(CHUNK):
             buffer += data
-            text = buffer.decode("utf-8", "surrogateescape")
-            pos = done = 0
-            while True:
-                pos = _SPACE.match(text, pos).end()  # type: ignore[union-attr]
-                if text[pos : pos + 1] == "]":
-                    return keep + len(text[: pos + 1].encode("utf-8", "surrogateescape")), True
-                if not first:
-                    if text[pos : pos + 1] != ",":
-                        break
-                    pos = _SPACE.match(text, pos + 1).end()  # type: ignore[union-attr]
-                if text[pos : pos + 1] != "{":
-                    break
-                try:
-                    _, pos = _JSON.raw_decode(text, pos)
-                except (ValueError, RecursionError):
-                    break
-                first, done = False, pos
-            used = len(text[:done].encode("utf-8", "surrogateescape"))
-            keep, buffer = keep + used, buffer[used:]
+            text = buffer.decode("utf-8", "surrogateescape") if validate else None
+            scan = jsonstream.scan_elements(buffer if text is None else text, 0, after)
+
+            def size(end: int, text: str | None = text) -> int:
+                return end if text is None else len(text[:end].encode("utf-8", "surrogateescape"))
+
+            if scan.elements_end:
+                elements_end = offset + size(scan.elements_end)
+            if scan.bracket >= 0:
+                return elements_end, offset + size(scan.bracket + 1)
+            used = size(scan.stop)
+            offset, after = offset + used, scan.after_element
+            del buffer[:used]
             if len(buffer) > MAX_EVENT:
                 break
-    return keep, False
+    return elements_end, None
