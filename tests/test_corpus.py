@@ -70,6 +70,24 @@ def test_serving_engine_traces_have_their_true_steps_and_layers(tmp_path: Path, 
     assert summary.steps == 1
 
 
+@pytest.mark.parametrize(
+    "name", ["vllm_gptoss_b200_tp8_prefill_rank0.json.gz", "sglang_qwen3_8b_decode_bs32_mi300x.json.gz"]
+)
+def test_every_kernel_of_the_engine_traces_is_in_its_true_layer(tmp_path: Path, name: str) -> None:
+    """Boundaries, not only counts: the first layer opens with a plain norm, the others with a fused add+norm."""
+    path = EXTERNAL / name
+    if not path.exists():
+        pytest.skip("../shared/external is not beside this checkout")
+    traceview.ingest([path], tmp_path / "run.db")
+    with traceview.connect(tmp_path / "run.db") as con:
+        found = [
+            r[0]
+            for r in con.execute("SELECT layer FROM gpu_activity WHERE kind = 'kernel' ORDER BY start_ns").fetchall()
+        ]
+    sglang = "sglang" in name
+    assert found == (truth.qwen3_norm_layers(path) if sglang else [k.layer for k in truth.kineto_kernels(path)])
+
+
 def test_the_stray_kernel_before_the_sglang_step_is_left_out_and_said(tmp_path: Path) -> None:
     path = EXTERNAL / "sglang_qwen3_8b_decode_bs32_mi300x.json.gz"
     if not path.exists():

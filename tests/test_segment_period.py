@@ -118,3 +118,13 @@ def test_layer_shapes_of_other_frameworks(kind: str) -> None:
     assert [s.end - s.start for s in fit.layers] == true_counts(truth)
     shift = 1 if kind.startswith("vllm") else 0  # the fused add+norm straddles (see the test above)
     assert [s.start for s in fit.layers] == [start + shift for start in true_starts(truth)]
+
+
+def test_a_first_layer_opening_with_a_variant_of_the_others_norm_is_cut_where_they_are() -> None:
+    # vLLM: layer 0 opens with rms_norm, the others with fused_add_rms_norm; kernel families tell they are variants
+    names, truth = Model(layers=8, fused_norm=True).step()
+    families = np.array([{"rms_norm": 0, "fused_add_rms_norm": 0}.get(n, 1 + i) for i, n in enumerate(names)])
+    fit = period.find_layers(codes_of(names), families=families)
+    assert fit is not None
+    assert [s.start for s in fit.layers] == true_starts(truth)
+    assert [s.end - s.start for s in fit.layers] == true_counts(truth)

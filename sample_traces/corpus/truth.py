@@ -266,6 +266,19 @@ def qwen3_norm_truth(path: Path, layers: int = 36) -> list[dict]:
     i therefore starts at the (2i)-th hidden-size norm of the forward pass and the last layer ends where the final
     norm (the (2L)-th) starts. The forward pass is the replay: the kernels of the one cudaGraphLaunch, and the
     argmax after it; the kernels before the replay (one ran half a second earlier) prepare the batch."""
+    kernels, layer_of, first = _qwen3_norm_labels(path, layers)
+    return per_step(
+        [Kernel(e["name"], e["ts"], 0 if i >= first else None, layer_of.get(i)) for i, e in enumerate(kernels)]
+    )
+
+
+def qwen3_norm_layers(path: Path, layers: int = 36) -> list[int | None]:
+    """The layer of every kernel of the SGLang trace in GPU start order (see qwen3_norm_truth)."""
+    kernels, layer_of, _ = _qwen3_norm_labels(path, layers)
+    return [layer_of.get(i) for i in range(len(kernels))]
+
+
+def _qwen3_norm_labels(path: Path, layers: int) -> tuple[list[dict], dict[int, int], int]:
     events = kineto_events(path)
     kernels = sorted((e for e in events if e.get("cat") == "kernel"), key=lambda e: e["ts"])
     replay = max(
@@ -280,9 +293,7 @@ def qwen3_norm_truth(path: Path, layers: int = 36) -> list[dict]:
     for layer in range(layers):
         for i in range(norms[2 * layer], norms[2 * layer + 2]):
             layer_of[i] = layer
-    return per_step(
-        [Kernel(e["name"], e["ts"], 0 if i >= first else None, layer_of.get(i)) for i, e in enumerate(kernels)]
-    )
+    return kernels, layer_of, first
 
 
 def corpus_files(root: Path) -> list[Path]:

@@ -26,7 +26,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from . import annotation, busy, graph, period, steps
+from . import annotation, busy, family, graph, period, steps
 
 INDUCTOR_INDEX = r"^(triton_[a-z]+_fused_.*)_\d+$"
 COVERAGE_TO_TRUST = 0.5  # share of a step's kernels a method must place for auto to choose it
@@ -104,10 +104,10 @@ def _stage(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
     """Temp table `_seg_a`: the run's GPU activity with its launch call and an integer code per name (Triton
     kernels that torch.compile numbers per call site, `triton_poi_fused_add_12`, without the number)."""
     con.execute(
-        """
+        f"""
         CREATE OR REPLACE TEMP TABLE _seg_a AS
         SELECT g.rank, g.activity_id, g.kind, g.device_id, g.stream_id, g.start_ns, g.end_ns,
-               (hash(g.kind || ':' || regexp_replace(g.name, $inductor, '\1')) >> 1)::BIGINT AS code,
+               {_code_sql("g")} AS code,
                g.correlation_id, g.graph_id, g.graph_node_id,
                g.launch_id, l.pid AS l_pid, l.tid AS l_tid, l.start_ns AS l_start, l.name AS l_name
         FROM gpu_activity g LEFT JOIN launches l ON l.run_id = g.run_id AND l.launch_id = g.launch_id
@@ -141,7 +141,7 @@ def _layers(con: duckdb.DuckDBPyConnection, run_id: int, options: SegmentOptions
     else:
         con.execute("CREATE OR REPLACE TEMP TABLE _seg_graph (activity_id BIGINT, layer INTEGER, name VARCHAR)")
     _choose_methods(con, options.method)
-    _period_layers(con)
+    _period_layers(con, run_id)
     failed = _fall_back(con, options.method)
     con.execute(
         """
@@ -205,7 +205,7 @@ def _fall_back(con: duckdb.DuckDBPyConnection, method: Method) -> int:
     ).fetchall()[0][0]
 
 
-def _period_layers(con: duckdb.DuckDBPyConnection) -> None:
+def _period_layers(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
     """Temp table `_seg_period(activity_id, layer, confidence)` for the steps whose method is period.
 
     The repeating unit is searched among the kernels of each step's main stream (the stream with most
@@ -228,7 +228,7 @@ def _period_layers(con: duckdb.DuckDBPyConnection) -> None:
         ORDER BY k.rank, k.step, k.start_ns, k.activity_id
         """
     ).fetchnumpy()
-    frame, solved = _solve_steps(data)
+    frame, solved = _solve_steps(data, kernel_families(con, run_id))
     con.register("_seg_period_frame", frame)
     con.execute("CREATE OR REPLACE TEMP TABLE _seg_period AS SELECT * FROM _seg_period_frame")
     con.unregister("_seg_period_frame")
@@ -253,10 +253,33 @@ def _period_layers(con: duckdb.DuckDBPyConnection) -> None:
     )
 
 
-def _solve_steps(data: dict[str, np.ndarray]) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _code_sql(alias: str) -> str:
+    """The integer code of an activity's name (`alias`.kind, `alias`.name): Inductor's call-site number dropped."""
+    return f"(hash({alias}.kind || ':' || regexp_replace({alias}.name, $inductor, '\\1')) >> 1)::BIGINT"
+
+
+def kernel_families(con: duckdb.DuckDBPyConnection, run_id: int) -> dict[int, int]:
+    """Code -> family id of every kernel name of the run (segment/family.py)."""
+    names = con.execute(
+        f"""SELECT {_code_sql("k")}, any_value(k.name)
+            FROM (SELECT DISTINCT kind, name FROM gpu_activity WHERE run_id = $run AND kind = 'kernel') k
+            GROUP BY ALL""",
+        {"run": run_id, "inductor": INDUCTOR_INDEX},
+    ).fetchall()
+    ids: dict[str, int] = {}
+    return {code: ids.setdefault(family.kernel_family(name or ""), len(ids)) for code, name in names}
+
+
+def families_of(codes: np.ndarray, families: dict[int, int]) -> np.ndarray:
+    """The family id of each kernel of a code sequence."""
+    return np.array([families.get(int(c), -1) for c in codes], dtype=np.int64) if len(codes) else np.zeros(0, np.int64)
+
+
+def _solve_steps(data: dict[str, np.ndarray], families: dict[int, int]) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Run period.find_layers on each step's code sequence (once per distinct sequence)."""
     rank, step = np.asarray(data["rank"]), np.asarray(data["step"])
     ids, codes = np.asarray(data["activity_id"], dtype=np.int64), np.asarray(data["code"], dtype=np.int64)
+    family_ids = families_of(codes, families)
     change = np.flatnonzero((np.diff(rank) != 0) | (np.diff(step) != 0)) + 1
     edges = np.concatenate(([0], change, [len(ids)])) if len(ids) else np.array([0])
     layer = np.full(len(ids), -1, dtype=np.int64)
@@ -266,7 +289,7 @@ def _solve_steps(data: dict[str, np.ndarray]) -> tuple[pd.DataFrame, pd.DataFram
     for lo, hi in itertools.pairwise(edges):  # one iteration per step
         key = codes[lo:hi].tobytes()
         if key not in cache:
-            cache[key] = period.find_layers(codes[lo:hi])
+            cache[key] = period.find_layers(codes[lo:hi], families=family_ids[lo:hi])
         fit = cache[key]
         if fit is None:
             continue

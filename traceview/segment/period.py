@@ -80,16 +80,18 @@ class _CodeStats:
     first: np.ndarray
 
 
-def find_layers(codes: np.ndarray, min_layers: int = MIN_LAYERS, near_tie: float | None = None) -> PeriodFit | None:
+def find_layers(
+    codes: np.ndarray, min_layers: int = MIN_LAYERS, families: np.ndarray | None = None
+) -> PeriodFit | None:
     """The best layer segmentation of `codes`, or None when nothing repeats at least `min_layers` times.
-    `near_tie`: the share of the best coverage a shorter agreeing period needs (default NEAR_TIE); lower it to
-    prefer layers over whole iterations in a sequence of several."""
+    `families` (one id per kernel, segment/family.py) tells which different kernels are variants of one operation:
+    a first layer that opens with a variant of the others' opening kernel is cut where they are."""
     codes = np.ascontiguousarray(codes, dtype=np.int64)
     if len(codes) < 2 * min_layers:
         return None
     codes = dense(codes)
     stats = code_stats(codes)
-    fits = [fit for period in candidate_periods(stats) if (fit := _fit(codes, stats, period, min_layers))]
+    fits = [fit for period in candidate_periods(stats) if (fit := _fit(codes, stats, period, min_layers, families))]
     best = choose(fits)
     return split_alternating(codes, best) if best else None
 
@@ -210,7 +212,9 @@ def candidate_periods(stats: _CodeStats) -> list[int]:
     return [int(p) for p in ranked[:MAX_CANDIDATES]]
 
 
-def _fit(codes: np.ndarray, stats: _CodeStats, period: int, min_layers: int) -> PeriodFit | None:
+def _fit(
+    codes: np.ndarray, stats: _CodeStats, period: int, min_layers: int, families: np.ndarray | None = None
+) -> PeriodFit | None:
     anchor = _anchor(codes, stats, period)
     if anchor is None:
         return None
@@ -219,11 +223,13 @@ def _fit(codes: np.ndarray, stats: _CodeStats, period: int, min_layers: int) -> 
     unit = codes[unit_start : unit_start + unit_len]
     marks = _without_strays(codes, marks, unit)
     # the phase that makes most whole layers (layers of another kind before the first included), covering most
-    # kernels, most like the unit (a dense layer that begins with the embedding is less so); then the earliest
+    # kernels; a plausible one before the leftmost extension, one whose first layer opens with a variant of the
+    # unit's first kernel before others; most like the unit (a dense layer that begins with the embedding is less
+    # so); then the earliest
     spans, rotated = max(
-        (_layers_at(codes, marks, unit, shift) for shift in _phases(codes, marks, unit)),
-        key=lambda r: (len(r[0]), sum(s.end - s.start for s in r[0]), sum(s.confidence for s in r[0])),
-    )
+        ((*_layers_at(codes, marks, unit, shift), rank) for shift, rank in _phases(codes, marks, unit, families)),
+        key=lambda r: (len(r[0]), sum(s.end - s.start for s in r[0]), r[2], sum(s.confidence for s in r[0])),
+    )[:2]
     if len(spans) < min_layers:
         return None
     covered = sum(s.end - s.start for s in spans)
@@ -338,8 +344,12 @@ def _unit(codes: np.ndarray, marks: np.ndarray, period: int) -> tuple[int, int, 
     return starts[0], length, len(starts)
 
 
-def _phases(codes: np.ndarray, marks: np.ndarray, unit: np.ndarray) -> list[int]:
-    """How many kernels before its anchor a layer may start, earliest first: the phases that make whole layers.
+def _phases(
+    codes: np.ndarray, marks: np.ndarray, unit: np.ndarray, families: np.ndarray | None = None
+) -> list[tuple[int, int]]:
+    """How many kernels before its anchor a layer may start, earliest first, each with a rank: 2 when it makes
+    whole layers at both ends thanks to a first layer that opens with a variant of the unit's first kernel, 1 when
+    it makes whole layers, 0 when it is only the leftmost extension of the repetition.
 
     Every phase cuts the layers between the first and the last alike (a rotation of the unit), so only the ends
     decide. For each phase d, the first layer (from the first anchor that opens a unit-long layer) and the last
@@ -356,19 +366,34 @@ def _phases(codes: np.ndarray, marks: np.ndarray, unit: np.ndarray) -> list[int]
     """
     length = len(unit)
     if length < 2:
-        return [0]
+        return [(0, 1)]
     gaps = np.diff(marks)
     whole = np.flatnonzero(gaps == length)
+    extension = _phase_by_extension(codes, marks, unit)
     if len(whole) and np.any(np.abs(gaps[whole[0] :] - length) > 1):  # layer lengths vary after the first whole one
-        return [_phase_by_extension(codes, marks, unit)]
+        return [(extension, 1)]
     first = int(marks[whole[0]]) if len(whole) else int(marks[0])
     last = int(marks[-1])
     d = np.arange(length)
     position = np.arange(length)
     rotated = unit[(position[None, :] - d[:, None]) % length]  # rotated[d] starts d kernels before the anchor
-    score = _matches(codes, first - d, rotated) + _matches(codes, last - d, rotated)
+    variant = _variant_first(codes, first - d, rotated[:, 0], families)
+    score = _matches(codes, first - d, rotated) + _matches(codes, last - d, rotated) + variant
     plausible = [int(d) for d in np.flatnonzero(score == score.max())[::-1]]
-    return list(dict.fromkeys([*plausible[:MAX_PHASES], _phase_by_extension(codes, marks, unit)]))
+    found = [(d, 1 + int(variant[d])) for d in plausible[:MAX_PHASES]]
+    return found if extension in plausible[:MAX_PHASES] else [*found, (extension, 0)]
+
+
+def _variant_first(
+    codes: np.ndarray, starts: np.ndarray, expected: np.ndarray, families: np.ndarray | None
+) -> np.ndarray:
+    """Per phase, 1 where the first layer's first kernel is not the unit's but of its family."""
+    if families is None:
+        return np.zeros(len(starts), dtype=np.int64)
+    family_of = np.zeros(int(codes.max()) + 1, dtype=np.int64)
+    family_of[codes] = families
+    at = np.clip(starts, 0, len(codes) - 1)
+    return ((starts >= 0) & (codes[at] != expected) & (families[at] == family_of[expected])).astype(np.int64)
 
 
 def _matches(codes: np.ndarray, starts: np.ndarray, rotated: np.ndarray) -> np.ndarray:

@@ -1,0 +1,71 @@
+"""Kernel families: names that launch the same operation in another variant.
+
+A serving engine's first layer opens with a plain RMSNorm (`vllm::rms_norm_kernel`, SGLang's
+`add_rmsnorm_quant_kernel<..., false, ...>`) where every later layer opens with the same norm fused with the
+previous layer's residual add (`fused_add_rms_norm_kernel`, `<..., true, ...>`). Period inference compares
+kernels by name; the family lets it see that the first layer opens like the others, so its boundary is where the
+layers' boundaries are.
+
+A family is the function's name without what tells variants apart: its last two words (`rms_norm_kernel` and
+`fused_add_rms_norm_kernel` share `norm_kernel`) and its first template argument that is not a number (the data
+type, or the functor of an ATen elementwise kernel: an add and a copy are not one family). For an Itanium-mangled
+name (ROCm traces keep them) the function's identifier only.
+"""
+
+from __future__ import annotations
+
+import re
+
+from ..ingest.kernel_names import short_kernel_name
+
+IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+
+
+def kernel_family(name: str) -> str:
+    """The family of a kernel name (see the module's docstring)."""
+    if name.startswith("_Z"):
+        return _words(_mangled_function(name))
+    short = short_kernel_name(name)
+    head = IDENTIFIER.match(short)
+    if head is None:
+        return short
+    return _words(head.group(0)) + "|" + _first_named_argument(short[head.end() :])
+
+
+def _words(identifier: str) -> str:
+    return "_".join(identifier.split("_")[-2:])
+
+
+def _mangled_function(name: str) -> str:
+    """The last length-prefixed identifier of `_Z[N]<len><id>...` before its template or parameter list."""
+    pos = 3 if name.startswith("_ZN") else 2
+    last = name
+    while pos < len(name) and name[pos].isdigit():
+        digits = re.match(r"\d+", name[pos:])
+        assert digits is not None
+        length = int(digits.group(0))
+        pos += len(digits.group(0))
+        last = name[pos : pos + length]
+        pos += length
+    return last
+
+
+def _first_named_argument(rest: str) -> str:
+    """The identifier of the first template argument that is not a number (empty without template arguments)."""
+    if not rest.startswith("<"):
+        return ""
+    depth, start = 0, 1
+    for i, ch in enumerate(rest):
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+        if (ch == "," and depth == 1) or depth == 0:
+            argument = rest[start:i].strip()
+            found = IDENTIFIER.search(argument)
+            if found and not argument[:1].isdigit():
+                return found.group(0)
+            start = i + 1
+            if depth == 0:
+                break
+    return ""
