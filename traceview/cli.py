@@ -42,7 +42,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     help="Per-transformer-layer analysis of GPU profiler traces (PyTorch profiler and Nsight Systems).",
 )
-stderr = Console(stderr=True, highlight=False, soft_wrap=True)  # one message, one line: no wrapping
+# One message, one line (no wrapping); text from traces and file names is never markup or emoji codes.
+stderr = Console(stderr=True, highlight=False, soft_wrap=True, markup=False, emoji=False)
 _state = {"debug": False}
 INTERRUPTED = 130  # exit code after Ctrl-C (128 + SIGINT), as shells report it
 
@@ -515,7 +516,11 @@ class _progress:
             self._bar = None
             return None
         self._bar = Progress(
-            TextColumn("{task.description}"), BarColumn(), _BytesColumn(), TimeRemainingColumn(), console=stderr
+            TextColumn("{task.description}", markup=False),
+            BarColumn(),
+            _BytesColumn(),
+            TimeRemainingColumn(),
+            console=stderr,
         )
         self._bar.start()
         return StageProgress(self._bar)

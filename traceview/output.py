@@ -1,6 +1,8 @@
 """The only renderer: rows (a list of dicts with the same keys) -> table, csv, json or markdown text.
 
-Data goes to stdout; the CLI sends progress and warnings to stderr.
+Data goes to stdout; the CLI sends progress and warnings to stderr. Every string here may come from a trace or
+the command line (kernel names, labels, device and file names), so nothing is read as rich markup: cells and
+titles are rich Text.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 
 class Format(str, Enum):
@@ -70,11 +73,12 @@ def _aligned_table(rows: Sequence[Row], names: list[str], title: str | None) -> 
 
 
 def _rich_table(rows: Sequence[Row], names: list[str], title: str | None) -> str:
-    table = Table(title=title, title_justify="left", show_edge=False, header_style="bold")
+    """Laid out by rich; every string is a Text, so that `[/b]` in a kernel name is text, not markup."""
+    table = Table(title=Text(title) if title else None, title_justify="left", show_edge=False, header_style="bold")
     for name in names:
-        table.add_column(name, justify="right" if _numeric(rows, name) else "left", overflow="fold")
+        table.add_column(Text(name), justify="right" if _numeric(rows, name) else "left", overflow="fold")
     for row in rows:
-        table.add_row(*[_cell(row.get(k)) for k in names])
+        table.add_row(*[Text(_cell(row.get(k))) for k in names])
     console = Console(width=200, record=True, file=io.StringIO(), color_system=None)
     console.print(table)
     return "\n".join(line.rstrip() for line in console.export_text().splitlines()).strip("\n")
