@@ -11,6 +11,7 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
 from hostile_traces import traceview_cmd
 from kineto_builder import KinetoTrace
 
@@ -62,3 +63,43 @@ def test_markup_in_a_label_a_device_name_and_a_kernel_name_prints_as_text(tmp_pa
     for fmt in ("table", "csv", "markdown"):
         assert MARKUP_KERNEL in assert_ok(traceview("sql", db, "SELECT DISTINCT name FROM gpu_activity", "-f", fmt))
     assert MARKUP_LABEL in assert_ok(traceview("layers", db))
+
+
+def test_escape_sequences_in_kernel_names_are_shown_not_sent(tmp_path: Path) -> None:
+    kernel = f"gemm{SET_TITLE}{CLEAR_SCREEN}{C1_CSI}\u202eevil"
+    db = tmp_path / "escapes.db"
+    assert_ok(traceview("ingest", layered_trace(tmp_path / "escapes.json", kernel), "-o", db))
+    for args in (
+        ["diff", db, db],
+        ["info", db],
+        ["layers", db],
+        ["query", db, "kernel_top"],
+        *[["sql", db, "SELECT DISTINCT name FROM gpu_activity", "-f", f] for f in ("table", "csv", "markdown")],
+    ):
+        result = traceview(*args)
+        assert_ok(result)
+        assert_printable(result)
+    shown = traceview("sql", db, "SELECT name FROM gpu_activity WHERE name LIKE 'gemm%' LIMIT 1", "-f", "csv").stdout
+    assert shown.splitlines()[1] == "gemm\\x1b]0;owned\\x07\\x1b[2J\\x9b2J\\u202eevil"
+
+
+def test_a_stored_label_in_an_error_message_is_shown_not_sent(tmp_path: Path) -> None:
+    db = tmp_path / "label.db"
+    label = f"{CLEAR_SCREEN}run\nerror: forged"
+    assert_ok(traceview("ingest", layered_trace(tmp_path / "t.json", "gemm"), "-o", db, "--label", label))
+    result = traceview("diff", db, "--a", "missing", "--b", "other")
+    assert result.returncode == 2
+    assert_printable(result)
+    assert result.stderr.count("\n") == 1 and "\\x1b[2Jrun\\nerror: forged" in result.stderr, result.stderr
+
+
+@pytest.mark.parametrize("content", [None, b"not a trace"], ids=["missing", "not-a-trace"])
+def test_a_newline_in_a_file_name_cannot_forge_a_second_error_line(tmp_path: Path, content: bytes | None) -> None:
+    trace = tmp_path / f"x.json\nerror: {CLEAR_SCREEN}forged"
+    if content is not None:
+        trace.write_bytes(content)
+    result = traceview("ingest", trace, "-o", tmp_path / "out.db")
+    assert result.returncode == 2
+    assert_printable(result)
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "x.json\\nerror: \\x1b[2Jforged" in lines[0], lines

@@ -31,7 +31,7 @@ from .ingest import (
     parse_steps,
     parse_time_window,
 )
-from .output import Format, render
+from .output import Format, printable, printable_lines, render
 from .segment import Method, SegmentOptions
 from .segment.report import INSTANCE_COLUMNS
 from .version import __version__
@@ -74,8 +74,13 @@ def _global(
 
 
 def emit(text: str) -> None:
-    """Write command output (data) to stdout."""
-    typer.echo(text)
+    """Write command output (data) to stdout, each line printable (output.printable)."""
+    typer.echo(printable_lines(text))
+
+
+def say(message: str) -> None:
+    """Write one line (a warning, a note, an error) to stderr, printable whatever the data holds."""
+    stderr.print(printable(message))
 
 
 @app.command()
@@ -129,9 +134,9 @@ def ingest(
         if parquet is not None:
             api.export_parquet(output, parquet, run=summary.label)
     for warning in summary.warnings:
-        stderr.print(f"warning: {warning}")
+        say(f"warning: {warning}")
     if summary.already_ingested:
-        stderr.print(f"{output}: already holds this trace as run {summary.label!r}; nothing to do")
+        say(f"{output}: already holds this trace as run {summary.label!r}; nothing to do")
     emit(render([_summary_row(summary)], fmt, title=f"{output}: run {summary.label}"))
 
 
@@ -186,7 +191,7 @@ def diff(
     result = api.diff(a, b, label_a, label_b)
     emit(render_diff(result, fmt, by_rank))
     if fail_if_slower is not None and diff_stage.is_slower(result, fail_if_slower, metric):
-        stderr.print(f"error: {diff_stage.gate_message(result, fail_if_slower, metric)}", markup=False)
+        say(f"error: {diff_stage.gate_message(result, fail_if_slower, metric)}")
         raise typer.Exit(1)
 
 
@@ -198,7 +203,7 @@ def render_diff(result: diff_stage.Diff, fmt: Format, by_rank: bool = False) -> 
         return render(result.by_rank if by_rank else result.layers, fmt)
     summary = result.summary
     title = f"{summary['a']} → {summary['b']} ({summary['phase']} steps)"
-    parts = [f"{title}: {summary['headline']}", *[f"note: {n}" for n in result.notes]]
+    parts = [printable(f"{title}: {summary['headline']}"), *[printable(f"note: {n}") for n in result.notes]]
     parts.append(
         render(diff_stage.display_layers(result), fmt, title="per layer, A → B (medians across steps and ranks)")
     )
@@ -237,7 +242,7 @@ def plot(
 ) -> None:
     """Draw a picture: one step's timeline, a stacked bar per layer, or two runs side by side per layer."""
     path = api.plot(database, output, kind, other, run, run_b, step, layers, rank)
-    stderr.print(f"wrote {path}", markup=False)
+    say(f"wrote {path}")
 
 
 @app.command()
@@ -250,7 +255,7 @@ def report(
 ) -> None:
     """Write one self-contained HTML report (tables and pictures; the comparison when given two runs)."""
     path = api.report(database, output, other, run, run_b)
-    stderr.print(f"wrote {path}", markup=False)
+    say(f"wrote {path}")
 
 
 @app.command()
@@ -384,11 +389,11 @@ def layers(
     per_rank, widest = api.layer_ranks(database, run)
     if fmt in (Format.json, Format.csv):
         for note in result.notes:
-            stderr.print(f"note: {note}", markup=False, soft_wrap=True)
+            say(f"note: {note}")
         emit(render(per_rank, fmt) if by_rank else render(result.instances, fmt, columns=INSTANCE_COLUMNS))
         return
     head = [f"{result.label}: layers found by {', '.join(result.methods) or 'no method'}"]
-    parts = ["\n".join(head + [f"note: {note}" for note in result.notes])]
+    parts = ["\n".join(printable(line) for line in head + [f"note: {note}" for note in result.notes])]
     if by_rank:
         parts.append(render(per_rank, fmt, title="per layer and rank (medians across the rank's steady steps)"))
     elif result.per_layer:
@@ -429,7 +434,7 @@ def segment(
     ]
     for result in results:
         for note in result.notes:
-            stderr.print(f"note: run {result.run_id}: {note}", markup=False, soft_wrap=True)
+            say(f"note: run {result.run_id}: {note}")
     emit(render(rows, fmt, title=str(database)))
 
 
@@ -494,7 +499,9 @@ class StageProgress:
         if what not in self.tasks:
             self._finish_all()
             counts_bytes = total >= 1024  # a file's size; stage counts and announcements are small
-            self.tasks[what] = self.bar.add_task(STAGE_WORDS.get(what, what), total=total or None, bytes=counts_bytes)
+            self.tasks[what] = self.bar.add_task(
+                printable(STAGE_WORDS.get(what, what)), total=total or None, bytes=counts_bytes
+            )
         task = self.tasks[what]
         shown = self.bar.tasks[self._index(task)]
         self.bar.update(task, completed=max(shown.completed, done), total=total or shown.total)
@@ -537,7 +544,7 @@ def main() -> None:
     except TraceviewError as error:
         if _state["debug"]:
             raise
-        stderr.print(f"error: {error}", markup=False, soft_wrap=True)
+        say(f"error: {error}")
         sys.exit(error.exit_code)
     except (typer.Abort, KeyboardInterrupt):
         _exit_interrupted()
@@ -553,7 +560,7 @@ def main() -> None:
 
 
 def _exit_interrupted() -> None:
-    stderr.print("error: interrupted — nothing was written; run the command again", markup=False)
+    say("error: interrupted — nothing was written; run the command again")
     sys.exit(INTERRUPTED)
 
 
