@@ -8,6 +8,7 @@ exit code 2; --debug shows the traceback instead.
 from __future__ import annotations
 
 import json
+import signal
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -46,6 +47,9 @@ app = typer.Typer(
 stderr = Console(stderr=True, highlight=False, soft_wrap=True, markup=False, emoji=False)
 _state = {"debug": False}
 INTERRUPTED = 130  # exit code after Ctrl-C (128 + SIGINT), as shells report it
+# Signals that end a command the way Ctrl-C does, cleaning up (kill, a closed terminal, a job scheduler's stop).
+TERMINATING = (signal.SIGTERM, signal.SIGHUP)
+_received: list[int] = []  # the terminating signal that arrived, if any
 
 DbArg = Annotated[Path, typer.Argument(help="A database written by `traceview ingest`.", show_default=False)]
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="Output format.")]
@@ -539,6 +543,8 @@ class _progress:
 
 def main() -> None:
     """Entry point: run the app, turning library errors into one line and an exit code."""
+    for terminating in TERMINATING:
+        signal.signal(terminating, _on_terminating_signal)
     try:
         code = app(standalone_mode=False)  # a command's typer.Exit(n) comes back as n
     except TraceviewError as error:
@@ -559,9 +565,22 @@ def main() -> None:
         sys.exit(code)
 
 
+def _on_terminating_signal(signum: int, _frame: object) -> None:
+    """End the command as Ctrl-C does (KeyboardInterrupt), so that every cleanup runs: the temporary database,
+    DuckDB's spill, the scratch copies. A second such signal cannot interrupt the cleanup; kill -9 still ends it."""
+    _received.append(signum)
+    for terminating in TERMINATING:
+        signal.signal(terminating, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
 def _exit_interrupted() -> None:
-    say("error: interrupted — nothing was written; run the command again")
-    sys.exit(INTERRUPTED)
+    if not _received:
+        say("error: interrupted — nothing was written; run the command again")
+        sys.exit(INTERRUPTED)
+    name = signal.Signals(_received[0]).name
+    say(f"error: stopped by {name} — nothing was written; run the command again")
+    sys.exit(128 + _received[0])
 
 
 def _exit_on_usage_error(error: Exception) -> None:

@@ -27,7 +27,6 @@ ids are unique only within a process, so launches are linked to GPU work on (pid
 from __future__ import annotations
 
 import re
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +34,7 @@ from typing import Any
 import duckdb
 
 from ..db import first_row
+from ..scratch import scratch_directory
 from . import IngestOptions, LoadedSource, Source, common
 from .nsys_export import (
     DRIVER,
@@ -82,7 +82,7 @@ def load(con: duckdb.DuckDBPyConnection, source: Source, run_id: int, options: I
     warnings: list[str] = []
     first_anchor: int | None = None
     scope = "pid" if len(source.files) == 1 else "rank"
-    with tempfile.TemporaryDirectory(prefix="traceview-nsys-") as tmp:
+    with scratch_directory("nsys") as tmp:
         for order, path in enumerate(source.files):
             with open_export(con, path, Path(tmp), options) as export:
                 session = _read_session(export)
