@@ -32,6 +32,7 @@ from .ingest import (
     report_stage,
     resolve_source,
 )
+from .scratch import replacing
 from .segment import SegmentOptions, SegmentResult, segment_run
 from .segment.report import LayerReport, layer_report
 
@@ -369,9 +370,8 @@ def report(
                 page = report_stage.build_html(a, b)
         else:
             page = report_stage.build_html(a)
-    tmp = output.with_name(f".{output.name}.tmp")
-    tmp.write_text(page, encoding="utf-8")
-    tmp.replace(output)
+    with replacing(output) as tmp:
+        tmp.write_text(page, encoding="utf-8")
     return output
 
 

@@ -8,6 +8,7 @@ exit code 2; --debug shows the traceback instead.
 from __future__ import annotations
 
 import json
+import os
 import signal
 import sys
 from pathlib import Path
@@ -21,7 +22,7 @@ from rich.text import Text
 
 from . import api, sqllib
 from . import diff as diff_stage
-from .errors import TraceviewError, UsageError
+from .errors import TraceviewError, UsageError, os_problem
 from .ingest import (
     STAGE_COMMIT,
     STAGE_NESTING,
@@ -554,6 +555,15 @@ def main() -> None:
         sys.exit(error.exit_code)
     except (typer.Abort, KeyboardInterrupt):
         _exit_interrupted()
+    except BrokenPipeError:  # the reader of stdout went away (| head): nothing more to say to anyone
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes
+        sys.exit(1)
+    except OSError as error:  # one the library did not word itself
+        if _state["debug"]:
+            raise
+        problem, remedy = os_problem(error) or ("failed", "check the path")
+        say(f"error: {error.filename or 'traceview'}: {problem} — {remedy}")
+        sys.exit(2)
     except Exception as error:  # click's usage errors (typer's own copy of click) arrive here
         if isinstance(error, RuntimeError) and str(error) == "Query interrupted":
             _exit_interrupted()  # DuckDB turns a Ctrl-C during a query into this RuntimeError

@@ -17,7 +17,7 @@ from typing import Any
 
 import duckdb
 
-from .errors import DatabaseError
+from .errors import DatabaseError, os_problem
 from .scratch import process_exists, scratch_directory
 from .version import SCHEMA_VERSION
 
@@ -144,25 +144,46 @@ def _sql_quoted(text: str) -> str:
 
 @contextlib.contextmanager
 def _write_session(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
-    if path.exists():
-        con = _open(path, read_only=False)
-        _checked_or_closed(con, path)
-        con.execute("BEGIN TRANSACTION")
-        try:
+    """_existing_session or _new_session; an OS failure on the way (no space, read-only, ...) becomes one
+    DatabaseError, after the database was left as it was."""
+    try:
+        with _existing_session(path) if path.exists() else _new_session(path) as con:
             yield con
-            con.execute("COMMIT")
-        except BaseException:
-            con.execute("ROLLBACK")
+    except (OSError, duckdb.Error) as error:
+        found = os_problem(error)
+        if found is None or isinstance(error, duckdb.OutOfMemoryException):  # api.ingest retries without a cap
             raise
-        finally:
+        problem, remedy = found
+        detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise DatabaseError(path, f"{problem} ({detail}); nothing was written", remedy) from error
+
+
+@contextlib.contextmanager
+def _existing_session(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
+    con = _open(path, read_only=False)
+    _checked_or_closed(con, path)
+    con.execute("BEGIN TRANSACTION")
+    try:
+        yield con
+        con.execute("COMMIT")
+    except BaseException:
+        with contextlib.suppress(duckdb.Error):  # a failed COMMIT (a full disk) has already ended the transaction
+            con.execute("ROLLBACK")
+        raise
+    finally:
+        with contextlib.suppress(duckdb.Error):
             con.close()
-        return
+
+
+@contextlib.contextmanager
+def _new_session(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
     tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
     _remove_stale_twins(path)
     _remove_db_files(tmp)
     try:
         con = duckdb_connect(str(tmp))
-    except duckdb.Error as error:  # no such directory, not writable, ...
+    except duckdb.Error as error:  # no such directory, not writable, no space, ...
+        _remove_db_files(tmp)  # DuckDB may have created it before failing (0 bytes on a full disk)
         reason = str(error).splitlines()[0].replace(str(tmp), str(path))
         raise DatabaseError(
             path, f"cannot create the database ({reason})", "give an -o path in a writable directory"
@@ -176,7 +197,8 @@ def _write_session(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
         con.close()
         _move_into_place(tmp, path)
     except BaseException:
-        con.close()
+        with contextlib.suppress(duckdb.Error):  # after a fatal error (a failed checkpoint) close fails too
+            con.close()
         _remove_db_files(tmp)
         raise
 
@@ -203,9 +225,11 @@ def _remove_stale_twins(path: Path) -> None:
     for twin in path.parent.glob(glob.escape(path.name) + ".tmp-*"):
         pid = twin.name.removeprefix(path.name + ".tmp-").removesuffix(".wal")
         if pid.isdigit() and not process_exists(int(pid)):
-            twin.unlink(missing_ok=True)
+            with contextlib.suppress(OSError):
+                twin.unlink(missing_ok=True)
 
 
 def _remove_db_files(path: Path) -> None:
     for leftover in (path, path.with_name(path.name + ".wal")):
-        leftover.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # e.g. a read-only file system, where nothing was written either
+            leftover.unlink(missing_ok=True)

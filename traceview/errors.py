@@ -6,6 +6,8 @@ an exit code (`exit_code`).
 
 from __future__ import annotations
 
+import errno
+import os
 from pathlib import Path
 
 
@@ -39,3 +41,38 @@ class DatabaseError(TraceviewError):
 
 class UsageError(TraceviewError):
     """The command line asks for something that cannot be done (unknown query, bad parameter)."""
+
+
+class OutputError(TraceviewError):
+    """A file traceview writes (a report, a picture, an export) cannot be written: no space, read-only, ..."""
+
+
+_FREE_SPACE = "free some space, or write to another disk"
+_PERMISSIONS = "check the permissions of the file and its directory"
+# What an operating-system error means for the user, and what to do: (problem, remedy) by errno.
+OS_PROBLEMS = {
+    errno.ENOSPC: ("no space left on the device", _FREE_SPACE),
+    errno.EDQUOT: ("the disk quota is exhausted", _FREE_SPACE),
+    errno.EFBIG: ("the file grew past the limit on file size (ulimit -f)", "raise the limit, or write less"),
+    errno.EROFS: ("the file system is read-only", "write to a writable directory"),
+    errno.EACCES: ("permission denied", _PERMISSIONS),
+    errno.EPERM: ("operation not permitted", _PERMISSIONS),
+    errno.ELOOP: ("a loop of symbolic links", "fix or remove the link"),
+    errno.ENOENT: ("no such file or directory", "check the path"),
+    errno.ENOTDIR: ("a part of the path is not a directory", "check the path"),
+    errno.EISDIR: ("this is a directory", "give a file"),
+    errno.ENAMETOOLONG: ("the file name is too long", "give a shorter path"),
+    errno.EIO: ("input/output error (a failing disk or network file system)", "check the device, then run again"),
+}
+
+
+def os_problem(error: BaseException) -> tuple[str, str] | None:
+    """(problem, remedy) when `error` is an OSError, or a DuckDB error quoting one (`... : No space left on
+    device`); None when it is neither."""
+    code = error.errno if isinstance(error, OSError) else None
+    if code in OS_PROBLEMS:
+        return OS_PROBLEMS[code]
+    if isinstance(error, OSError):
+        return (error.strerror or str(error)).lower(), "check the path"
+    text = str(error)
+    return next((problem for code, problem in OS_PROBLEMS.items() if os.strerror(code) in text), None)

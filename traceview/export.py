@@ -25,6 +25,7 @@ from typing import IO, Any
 from . import sqllib
 from .db import first_row
 from .diff import RunRef
+from .scratch import replacing
 from .version import __version__
 
 STEPS_TID, LAYERS_TID, FIRST_STREAM_TID, FIRST_CPU_TID = 1, 2, 10, 1_000_000
@@ -216,24 +217,19 @@ def write_chrome_trace(ref: RunRef, path: str | Path, rank: int | None = None) -
         "displayTimeUnit": "ns",
         "otherData": {"traceview_version": __version__, "run": ref.label, "clock_zero_ns": t0},
     }
-    tmp = path.with_name(f".{path.name}.tmp")
     counts = {"metadata": 0, "segments": 0, "activities": 0, "cpu_events": 0, "flows": 0}
-    try:
-        with _open(tmp) as out:
-            out.write(json.dumps(header)[:-1] + ', "traceEvents": [\n')
-            first = True
-            queries = [("metadata", _METADATA, params), ("segments", _SEGMENTS, params)]
-            for part, sql, table, key in _SLICED:
-                queries += [(part, sql, {**params, **bounds}) for bounds in _slices(ref, table, key)]
-            for part, sql, values in queries:
-                for batch in _batches(ref, sql, values):
-                    out.write(("" if first else ",\n") + ",\n".join(batch))
-                    first = False
-                    counts[part] += len(batch)
-            out.write("\n]}\n")
-        tmp.replace(path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    with replacing(path) as tmp, _open(tmp, path) as out:
+        out.write(json.dumps(header)[:-1] + ', "traceEvents": [\n')
+        first = True
+        queries = [("metadata", _METADATA, params), ("segments", _SEGMENTS, params)]
+        for part, sql, table, key in _SLICED:
+            queries += [(part, sql, {**params, **bounds}) for bounds in _slices(ref, table, key)]
+        for part, sql, values in queries:
+            for batch in _batches(ref, sql, values):
+                out.write(("" if first else ",\n") + ",\n".join(batch))
+                first = False
+                counts[part] += len(batch)
+        out.write("\n]}\n")
     return ExportStats(
         path=str(path),
         run=ref.label,
@@ -248,8 +244,9 @@ def write_chrome_trace(ref: RunRef, path: str | Path, rank: int | None = None) -
     )
 
 
-def _open(path: Path) -> IO[str]:
-    if path.name.removesuffix(".tmp").endswith(".gz"):
+def _open(path: Path, named: Path) -> IO[str]:
+    """`path` open for writing text, gzip-compressed when the file it becomes (`named`) ends in .gz."""
+    if named.name.endswith(".gz"):
         return gzip.open(path, "wt", encoding="utf-8", compresslevel=6)
     return path.open("w", encoding="utf-8")
 

@@ -24,6 +24,7 @@ from matplotlib.transforms import blended_transform_factory
 
 from .errors import UsageError
 from .plotdata import LayerBreakdown, TimelineData
+from .scratch import replacing
 
 Row = dict[str, Any]
 
@@ -257,12 +258,8 @@ def save(figure: Figure, path: str | Path, dpi: int = 100) -> Path:
     """Write `figure` to `path` (format from its suffix) through a temporary file, so a failure leaves nothing."""
     path = Path(path)
     fmt = image_format(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
+    with replacing(path) as tmp:
         figure.savefig(tmp, format=fmt, dpi=dpi, metadata=_metadata(fmt))
-        tmp.replace(path)
-    finally:
-        tmp.unlink(missing_ok=True)
     return path
 
 

@@ -1,15 +1,21 @@
-"""Scratch directories (named pipes, spilled DuckDB data, temporary copies) in the system temp directory.
+"""Scratch space: directories for named pipes, spilled DuckDB data and temporary copies in the system temp
+directory, and the temporary twin of an output file being written.
 
-Each is named `traceview-WHAT-PID-RANDOM`, so that the next traceview process removes those of a process that
-was killed (kill -9 skips every cleanup, and a spill or a copy can be as large as the trace).
+Each directory is named `traceview-WHAT-PID-RANDOM`, so that the next traceview process removes those of a process
+that was killed (kill -9 skips every cleanup, and a spill or a copy can be as large as the trace).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import stat
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+
+from .errors import OutputError, os_problem
 
 PREFIX = "traceview-"
 
@@ -37,3 +43,37 @@ def process_exists(pid: int) -> bool:
     except OSError:  # exists, owned by someone else
         return True
     return True
+
+
+@contextlib.contextmanager
+def replacing(path: str | Path) -> Iterator[Path]:
+    """A temporary file beside `path` to write; renamed over `path` when the block ends, removed on any error,
+    so that a failure leaves what was there before.
+
+    A symbolic link is followed (its target is replaced, the link kept). A path that exists and is not a regular
+    file (a terminal, /dev/stdout, a FIFO) is written in place: renaming over it would replace the device. An OS
+    error (no space, read-only, permission denied) becomes OutputError.
+    """
+    target = Path(path)
+    target = target.resolve() if target.is_symlink() else target
+    try:
+        if _is_special(target):
+            yield target
+            return
+        tmp = target.with_name(f".{target.name}.tmp")
+        try:
+            yield tmp
+            tmp.replace(target)
+        finally:
+            with contextlib.suppress(OSError):  # the error that matters came first
+                tmp.unlink(missing_ok=True)
+    except OSError as error:
+        problem, remedy = os_problem(error) or ("cannot write the file", "check the path")
+        raise OutputError(path, f"cannot write the file: {problem}", remedy) from error
+
+
+def _is_special(path: Path) -> bool:
+    try:
+        return not stat.S_ISREG(path.stat().st_mode)
+    except FileNotFoundError:
+        return False
