@@ -276,6 +276,44 @@ def test_an_output_path_that_cannot_be_a_database_file(tmp_path: Path, where: st
 
 
 # ---------------------------------------------------------------------------------------------------------
+# Damaged files: blocks zeroed by a disk or copy error, a file cut short
+
+
+BLOCK = 262144  # DuckDB's block size; blocks follow the file's three 4 KiB headers
+
+
+def _data_blocks(db: Path) -> list[int]:
+    """Ids of the blocks holding gpu_activity's data."""
+    with duckdb.connect(str(db), read_only=True) as con:
+        sql = "SELECT DISTINCT block_id FROM pragma_storage_info('gpu_activity') WHERE block_id >= 0 ORDER BY 1"
+        return [r[0] for r in con.execute(sql).fetchall()]
+
+
+@pytest.mark.parametrize("damage", ["zeroed", "truncated"])
+def test_a_damaged_database_is_refused_in_one_line_and_not_written_to(db: Path, damage: str) -> None:
+    """A block of data zeroed (a failing disk, a bad copy) or the file cut short before its last block."""
+    blocks = _data_blocks(db)
+    if damage == "zeroed":
+        with open(db, "r+b") as out:
+            out.seek(3 * 4096 + blocks[0] * BLOCK)
+            out.write(bytes(BLOCK))
+    else:
+        os.truncate(db, 3 * 4096 + blocks[-1] * BLOCK + 1000)
+    before = sha256(db)
+    for args in (["ingest", OTHER, "-o", db], ["segment", db]):  # every block is checked before writing
+        assert_one_line_error(traceview(*args), db, "damaged")
+    # A reading command reads (and checks) only the blocks it needs: its output, or one line if it met the damage.
+    reads = [["info", db], ["layers", db]]
+    reads += [["sql", db, f"SELECT bit_xor(hash(COLUMNS(*))) FROM {table}"] for table in ("gpu_activity", "cpu_ranges")]
+    results = [traceview(*args) for args in reads]
+    for result in results:
+        if result.returncode != 0:
+            assert_one_line_error(result, db, "damaged")
+    assert any(r.returncode == 2 for r in results)
+    assert sha256(db) == before
+
+
+# ---------------------------------------------------------------------------------------------------------
 # Reading commands never write
 
 

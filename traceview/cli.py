@@ -20,7 +20,7 @@ from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, Task, TaskID, TextColumn, TimeRemainingColumn
 from rich.text import Text
 
-from . import api, sqllib
+from . import api, db, sqllib
 from . import diff as diff_stage
 from .errors import TraceviewError, UsageError, os_problem
 from .ingest import (
@@ -169,7 +169,8 @@ def sql(
             columns = [d[0] for d in result.description or []]
             rows = [dict(zip(columns, r, strict=True)) for r in result.fetchall()]
         except duckdb.Error as error:
-            raise UsageError(database, f"the SQL failed: {str(error).splitlines()[0]}", "fix the query") from error
+            failed = UsageError(database, f"the SQL failed: {str(error).splitlines()[0]}", "fix the query")
+            raise (db.damage_error(error, [database]) or failed) from error
     emit(render(rows, fmt, columns=columns))
 
 
@@ -567,6 +568,10 @@ def main() -> None:
     except Exception as error:  # click's usage errors (typer's own copy of click) arrive here
         if isinstance(error, RuntimeError) and str(error) == "Query interrupted":
             _exit_interrupted()  # DuckDB turns a Ctrl-C during a query into this RuntimeError
+        damaged = db.damage_error(error)  # a damaged block met while reading a database
+        if damaged is not None and not _state["debug"]:
+            say(f"error: {damaged}")
+            sys.exit(damaged.exit_code)
         _exit_on_usage_error(error)
         raise
     if code == INTERRUPTED:  # typer turns a Ctrl-C outside DuckDB into Exit(130), which comes back as 130

@@ -25,11 +25,12 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 from importlib.resources.abc import Traversable
+from pathlib import Path
 from typing import Any
 
 import duckdb
 
-from .db import first_row
+from .db import damage_error, first_row
 from .errors import DatabaseError, UsageError
 from .stepsel import format_steps
 
@@ -176,8 +177,10 @@ def run_query(
     try:
         cursor = con.execute(sql, values)
     except duckdb.Error as error:
-        problem = str(error).splitlines()[0]
-        raise DatabaseError(where, f"query {info.name} failed ({problem})", "check the parameters") from error
+        failed = DatabaseError(
+            where, f"query {info.name} failed ({str(error).splitlines()[0]})", "check the parameters"
+        )
+        raise (damage_error(error, [Path(where)] if where else None) or failed) from error
     columns = [d[0] for d in cursor.description]
     return columns, cursor.fetchall()
 
