@@ -30,6 +30,7 @@ from .ingest import (
     STAGE_TABLES,
     IngestOptions,
     parse_memory_limit,
+    parse_pattern,
     parse_steps,
     parse_time_window,
 )
@@ -125,7 +126,7 @@ def ingest(
         options = IngestOptions(
             label=label,
             replace=replace,
-            comm_patterns=tuple(comm_pattern or ()),
+            comm_patterns=tuple(parse_pattern("--comm-pattern", p) for p in comm_pattern or ()),
             salvage=salvage,
             nsys=nsys,
             progress=progress,
@@ -134,7 +135,7 @@ def ingest(
             jobs=jobs,
             memory_limit=parse_memory_limit(memory_limit),
         )
-        segment_options = SegmentOptions(method=method, layer_pattern=layer_pattern, step_pattern=step_pattern)
+        segment_options = _segment_options(method, layer_pattern, step_pattern)
         summary = api.ingest(traces, output, options, segment_options)
         if parquet is not None:
             api.export_parquet(output, parquet, run=summary.label)
@@ -424,7 +425,7 @@ def segment(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Find steps and layers again in an ingested database (replaces the previous segmentation)."""
-    options = SegmentOptions(method=method, layer_pattern=layer_pattern, step_pattern=step_pattern)
+    options = _segment_options(method, layer_pattern, step_pattern)
     results = api.segment(database, options, run)
     rows = [
         {
@@ -445,6 +446,15 @@ def segment(
 
 
 # --- end of steps and layers ---
+
+
+def _segment_options(method: Method, layer_pattern: str | None, step_pattern: str | None) -> SegmentOptions:
+    """--method, --layer-pattern and --step-pattern, the patterns checked (one line when they do not compile)."""
+    return SegmentOptions(
+        method=method,
+        layer_pattern=layer_pattern and parse_pattern("--layer-pattern", layer_pattern),
+        step_pattern=step_pattern and parse_pattern("--step-pattern", step_pattern),
+    )
 
 
 def _key_value(text: str) -> tuple[str, str]:

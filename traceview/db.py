@@ -11,6 +11,7 @@ import contextlib
 import glob
 import os
 from collections.abc import Iterator
+from functools import cache
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -76,20 +77,48 @@ def _open(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
 
 
 def check_schema_version(con: duckdb.DuckDBPyConnection, path: Path) -> None:
-    """Refuse databases that traceview did not write or that come from another schema version."""
+    """Refuse databases that traceview did not write, that come from another schema version, or that lack a table
+    or column of this one (changed by hand): every command would otherwise fail halfway with DuckDB's error."""
     try:
         row = first_row(con.execute("SELECT value FROM traceview_meta WHERE key = 'schema_version'").fetchall())
     except duckdb.CatalogException as error:
         raise DatabaseError(
             path, "not a traceview database (no traceview_meta table)", "ingest a trace into a new -o file"
         ) from error
-    found = int(row[0]) if row else 0
-    if found != SCHEMA_VERSION:
+    found = str(row[0]).strip() if row else "0"
+    if found != str(SCHEMA_VERSION):
         raise DatabaseError(
             path,
-            f"database schema version {found}, this traceview reads version {SCHEMA_VERSION}",
+            f"database schema version {found[:40]}, this traceview reads version {SCHEMA_VERSION}",
             "ingest the trace again into a new -o file",
         )
+    present = _columns(con)
+    missing = sorted(_schema_columns().items() - present.items())
+    if missing:
+        (table, column), kind = missing[0]
+        has_table = any(t == table for t, _ in present)
+        what = f"column {table}.{column} {kind}" if has_table else f"table {table}"
+        raise DatabaseError(
+            path,
+            f"the database lacks {what} of schema version {SCHEMA_VERSION} (changed by hand?)",
+            "ingest the trace again into a new -o file",
+        )
+
+
+@cache
+def _schema_columns() -> dict[tuple[str, str], str]:
+    """(table, column) -> type of every column schema.sql creates."""
+    with duckdb_connect() as con:
+        con.execute(schema_sql())
+        return _columns(con)
+
+
+def _columns(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], str]:
+    rows = con.execute(
+        """SELECT table_name, column_name, data_type FROM duckdb_columns()
+           WHERE database_name = current_database() AND NOT internal"""
+    ).fetchall()
+    return {(table, column): kind for table, column, kind in rows}
 
 
 def _checked_or_closed(con: duckdb.DuckDBPyConnection, path: Path, verify: bool = False) -> None:
@@ -188,6 +217,10 @@ def _sql_quoted(text: str) -> str:
 def _write_session(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
     """_existing_session or _new_session; an OS failure on the way (no space, read-only, ...) becomes one
     DatabaseError, after the database was left as it was."""
+    if "?" in str(path.absolute()):  # DuckDB cuts a path at '?' to name the WAL file: the commit would fail
+        raise DatabaseError(
+            path, "DuckDB cannot write a database whose path holds '?'", "write it elsewhere, then move it there"
+        )
     try:
         with _existing_session(path) if path.exists() else _new_session(path) as con:
             yield con

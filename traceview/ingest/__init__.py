@@ -20,8 +20,8 @@ from pathlib import Path
 
 import duckdb
 
-from ..db import first_row
-from ..errors import BadInputError
+from ..db import duckdb_connect, first_row
+from ..errors import BadInputError, TraceviewError, UsageError
 from ..stepsel import format_steps
 from ..version import __version__
 from . import common, jsonstream
@@ -141,6 +141,20 @@ def parse_steps(text: str) -> tuple[int, ...]:
     if not steps:
         raise BadInputError(None, f"bad --steps {text!r}", "give ProfilerStep numbers, e.g. 3-5,8")
     return tuple(sorted(steps))
+
+
+def parse_pattern(option: str, text: str) -> str:
+    """A regular expression given with `option` (--comm-pattern, --layer-pattern, --step-pattern), checked by both
+    engines that may read it, Python's re and DuckDB's RE2 (no look-around); UsageError when either refuses it."""
+    try:
+        re.compile(text)
+        with duckdb_connect() as con:
+            con.execute("SELECT regexp_matches('', ?)", [text]).fetchall()
+    except (re.error, duckdb.Error) as error:
+        reason = str(error).splitlines()[0].removeprefix("Invalid Input Error: ")
+        remedy = "fix the regular expression (RE2 syntax: no look-around or backreferences)"
+        raise UsageError(None, f"bad {option} {text!r}: {reason}", remedy) from None
+    return text
 
 
 @dataclass(frozen=True)
@@ -382,7 +396,11 @@ def load_run(con: duckdb.DuckDBPyConnection, source: Source, label: str, options
         ],
     )
     reading = dataclasses.replace(options, progress=_tables_after_reading(options.progress))
-    loaded = _backend_loader(source.backend)(con, source, run_id, reading)
+    try:
+        loaded = _backend_loader(source.backend)(con, source, run_id, reading)
+    except TraceviewError as error:
+        error.path = error.path or str(source.path)  # a problem found where the file is not known (a reader thread)
+        raise
     con.execute(
         "UPDATE runs SET profiler_version = ?, clock_anchor_ns = ?, partial = ?, source_sha256 = ? WHERE run_id = ?",
         [loaded.profiler_version, loaded.clock_anchor_ns, loaded.partial, source.sha256, run_id],

@@ -697,15 +697,21 @@ def _profiler_version(metadata: dict[str, Any]) -> str:
     return " ".join(parts)
 
 
-def _valid_text(value: Any) -> Any:
+METADATA_DEPTH = 32  # traceview reads metadata two levels deep; deeper values are dropped, not recursed into
+
+
+def _valid_text(value: Any, depth: int = METADATA_DEPTH) -> Any:
     """`value` with every string valid UTF-8: a lone surrogate (a `\\ud800` escape, or invalid bytes read with
-    surrogateescape) becomes U+FFFD, so that the metadata can go to DuckDB."""
+    surrogateescape) becomes U+FFFD, so that the metadata can go to DuckDB. Containers nested deeper than `depth`
+    become None."""
     if isinstance(value, str):
         return value.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
+    if isinstance(value, dict | list) and depth <= 0:
+        return None
     if isinstance(value, dict):
-        return {_valid_text(k): _valid_text(v) for k, v in value.items()}
+        return {_valid_text(k): _valid_text(v, depth - 1) for k, v in value.items()}
     if isinstance(value, list):
-        return [_valid_text(v) for v in value]
+        return [_valid_text(v, depth - 1) for v in value]
     return value
 
 

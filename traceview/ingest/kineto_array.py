@@ -122,6 +122,8 @@ def _find_array_start(buffer: bytes, trace_file: Path, at_end: bool = False) -> 
             metadata = json.loads(buffer[: match.start()] + b'"traceEvents": null}')
         except ValueError:
             continue
+        except RecursionError:
+            raise BadInputError(trace_file, *TOO_DEEP) from None
         metadata.pop("traceEvents", None)
         return Header(metadata, match.end() - 1, False), match.end() - 1
     if at_end:
@@ -181,6 +183,8 @@ def _trailer(rest: str, bare_array: bool) -> dict[str, Any] | None:
 
 
 _JSON = json.JSONDecoder()
+# Python's JSON reader stops at ~1000 levels of nesting; no profiler writes metadata that deep.
+TOO_DEEP = ("the trace's metadata is nested too deep (over ~1000 levels)", "remove that key from the trace")
 _SPACE = re.compile(r"[ \t\n\r]*")
 
 
@@ -199,6 +203,8 @@ def _object_rest(text: str, pos: int) -> dict[str, Any] | None:
             pos = _SPACE.match(text, pos).end()  # type: ignore[union-attr]
     except ValueError:
         return None
+    except RecursionError:
+        raise BadInputError(None, *TOO_DEEP) from None
     if text[pos : pos + 1] != "}" or _SPACE.match(text, pos + 1).end() != end:  # type: ignore[union-attr]
         return None
     try:

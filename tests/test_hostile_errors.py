@@ -1,0 +1,157 @@
+"""Odd inputs and odd places that once ended in a traceback: each is one line `error: FILE: problem — remedy`,
+exit 2, and leaves no database behind (or the database as it was).
+
+Metadata nested 900 and 5,000 levels deep; a symbolic-link loop and an unreadable file in an input directory; an
+output directory that is read-only or holds '?'; a database whose schema_version is text, or that lost a table or
+a column by hand; a regular expression that does not compile.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import duckdb
+import pytest
+from conftest import HTA
+from fuzz_runner import db_fingerprint
+from hostile_traces import traceview_cmd
+
+SMALL = HTA / "trace_compare" / "base" / "base.json.gz"
+# Without the capabilities that let root read and write whatever it likes, file permissions apply to root too.
+UNPRIVILEGED = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"] if os.geteuid() == 0 else []
+
+
+def traceview(*args: str | Path, prefix: list[str] | None = None) -> subprocess.CompletedProcess[str]:
+    command = [*(prefix or []), *traceview_cmd(*args)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess[str], path: str | Path | None, *words: str) -> str:
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"error: {path}: " if path else "error: ") and " — " in lines[0], lines[0]
+    for word in words:
+        assert word in lines[0], lines[0]
+    return lines[0]
+
+
+def needs_unprivileged() -> None:
+    if UNPRIVILEGED and shutil.which("setpriv") is None:
+        pytest.skip("running as root without setpriv: permissions cannot be tested")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Inputs
+
+
+def deep_trace(tmp_path: Path, depth: int, where: str) -> Path:
+    """The small trace with a member `[[[...]]]` `depth` levels deep before (head) or after (tail) traceEvents."""
+    text = gzip.decompress(SMALL.read_bytes()).decode().strip()
+    deep = "[" * depth + "]" * depth
+    body = '{"deep": ' + deep + ", " + text[1:] if where == "head" else text[:-1] + ', "deep": ' + deep + "}"
+    trace = tmp_path / f"deep_{where}_{depth}.json"
+    trace.write_text(body)
+    return trace
+
+
+@pytest.mark.parametrize("where", ["head", "tail"])
+def test_metadata_nested_900_deep_is_read_and_5000_deep_is_one_line(tmp_path: Path, where: str) -> None:
+    assert traceview("ingest", deep_trace(tmp_path, 900, where), "-o", tmp_path / "900.db").returncode == 0
+    trace = deep_trace(tmp_path, 5000, where)
+    assert_one_line_error(traceview("ingest", trace, "-o", tmp_path / "5000.db"), trace, "nested too deep")
+    assert not (tmp_path / "5000.db").exists()
+
+
+def test_a_symbolic_link_loop_in_an_input_directory_is_one_line(tmp_path: Path) -> None:
+    ranks = tmp_path / "ranks"
+    ranks.mkdir()
+    shutil.copyfile(SMALL, ranks / "rank0.json.gz")
+    (ranks / "a.json").symlink_to(ranks / "b.json")
+    (ranks / "b.json").symlink_to(ranks / "a.json")
+    assert_one_line_error(traceview("ingest", ranks, "-o", tmp_path / "out.db"), ranks / "a.json", "symbolic links")
+    assert not (tmp_path / "out.db").exists()
+
+
+def test_an_unreadable_file_in_an_input_directory_is_one_line(tmp_path: Path) -> None:
+    needs_unprivileged()
+    ranks = tmp_path / "ranks"
+    ranks.mkdir()
+    shutil.copyfile(SMALL, ranks / "rank0.json.gz")
+    locked = Path(shutil.copyfile(SMALL, ranks / "rank1.json.gz"))
+    locked.chmod(0)
+    result = traceview("ingest", ranks, "-o", tmp_path / "out.db", prefix=UNPRIVILEGED)
+    assert_one_line_error(result, locked, "permission denied")
+    assert not (tmp_path / "out.db").exists()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Outputs
+
+
+def test_an_output_in_a_read_only_directory_is_one_line(tmp_path: Path) -> None:
+    needs_unprivileged()
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)
+    result = traceview("ingest", SMALL, "-o", locked / "out.db", prefix=UNPRIVILEGED)
+    assert_one_line_error(result, locked / "out.db", "Permission denied")
+    assert list(locked.iterdir()) == []
+
+
+def test_a_question_mark_in_the_output_directory_is_one_line(tmp_path: Path) -> None:
+    odd = tmp_path / "what?"
+    odd.mkdir()
+    assert_one_line_error(traceview("ingest", SMALL, "-o", odd / "out.db"), odd / "out.db", "'?'")
+    assert list(odd.iterdir()) == []
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Databases changed by hand
+
+
+@pytest.fixture(scope="module")
+def ingested(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    db = tmp_path_factory.mktemp("db") / "run.db"
+    assert traceview("ingest", SMALL, "-o", db).returncode == 0
+    return db
+
+
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        ("UPDATE traceview_meta SET value = 'two' WHERE key = 'schema_version'", "schema version two"),
+        ("DROP TABLE layers", "lacks table layers"),
+        ("ALTER TABLE gpu_activity DROP COLUMN short_name", "lacks column gpu_activity.short_name"),
+        ("ALTER TABLE ranks ALTER COLUMN hostname TYPE INTEGER USING 0", "lacks column ranks.hostname VARCHAR"),
+    ],
+    ids=["version-text", "table-dropped", "column-dropped", "column-retyped"],
+)
+def test_a_database_changed_by_hand_is_refused_in_one_line(
+    ingested: Path, tmp_path: Path, change: str, words: str
+) -> None:
+    db = Path(shutil.copyfile(ingested, tmp_path / "changed.db"))
+    with duckdb.connect(str(db)) as con:
+        con.execute(change)
+    before = db_fingerprint(db)
+    for args in (["info", db], ["layers", db], ["diff", db, db], ["ingest", SMALL, "-o", db, "--label", "again"]):
+        assert_one_line_error(traceview(*args), db, words)
+    assert db_fingerprint(db) == before
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The command line
+
+
+@pytest.mark.parametrize(
+    ("option", "pattern"),
+    [("--comm-pattern", "(?=nccl)"), ("--layer-pattern", "layers.(\\d+"), ("--step-pattern", "[Step")],
+)
+def test_a_regular_expression_that_does_not_compile_is_one_line(tmp_path: Path, option: str, pattern: str) -> None:
+    result = traceview("ingest", SMALL, "-o", tmp_path / "out.db", option, pattern)
+    assert_one_line_error(result, None, f"bad {option} {pattern!r}")
+    assert not (tmp_path / "out.db").exists()
