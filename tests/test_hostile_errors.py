@@ -2,8 +2,9 @@
 exit 2, and leaves no database behind (or the database as it was).
 
 Metadata nested 900 and 5,000 levels deep; a symbolic-link loop and an unreadable file in an input directory; an
-output directory that is read-only or holds '?'; a database whose schema_version is text, or that lost a table or
-a column by hand; a regular expression that does not compile.
+output directory that is read-only or holds '?', an output that is a dangling link; a file given as a database that
+is an SQLite export, a trace or empty; a database whose schema_version is text, or that lost a table or a column by
+hand; a regular expression that does not compile.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from conftest import HTA
+from conftest import HTA, SAMPLES
 from fuzz_runner import db_fingerprint
 from hostile_traces import traceview_cmd
 
@@ -108,6 +109,40 @@ def test_a_question_mark_in_the_output_directory_is_one_line(tmp_path: Path) -> 
     odd.mkdir()
     assert_one_line_error(traceview("ingest", SMALL, "-o", odd / "out.db"), odd / "out.db", "'?'")
     assert list(odd.iterdir()) == []
+
+
+def test_an_output_that_is_a_dangling_symbolic_link_creates_its_target(tmp_path: Path) -> None:
+    """Like a shell redirection: the link's target is created, then written to; the link stays a link."""
+    link, target = tmp_path / "link.db", tmp_path / "real.db"
+    link.symlink_to(target.name)
+    assert traceview("ingest", SMALL, "-o", link).returncode == 0
+    assert link.is_symlink() and target.is_file()
+    assert traceview("ingest", SMALL, "-o", link, "--label", "again").returncode == 0
+    with duckdb.connect(str(target), read_only=True) as con:
+        assert con.execute("SELECT count(*) FROM runs").fetchall() == [(2,)]
+
+
+@pytest.mark.parametrize(
+    ("content", "words"),
+    [
+        (None, "an SQLite database"),
+        (gzip.compress(b'{"traceEvents": []}'), "gzip-compressed data"),
+        (b'{"traceEvents": []}', "JSON"),
+        (b"", "an empty file"),
+    ],
+    ids=["sqlite", "gzip", "json", "empty"],
+)
+def test_a_file_that_is_not_a_database_is_named_for_what_it_is(
+    tmp_path: Path, content: bytes | None, words: str
+) -> None:
+    db = tmp_path / "given.db"
+    if content is None:
+        shutil.copyfile(SAMPLES / "compiled.sqlite", db)
+    else:
+        db.write_bytes(content)
+    for args in (["info", db], ["ingest", SMALL, "-o", db]):
+        line = assert_one_line_error(traceview(*args), db, f"this is {words}", "not a traceview database")
+        assert "extension" not in line.lower()
 
 
 # ---------------------------------------------------------------------------------------------------------

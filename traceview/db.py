@@ -70,10 +70,37 @@ def _open(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
                 "the database is open for writing in another process",
                 "wait for that process (an ingest?) to finish, or write to another -o file",
             ) from error
+        kind = _kind_of_file(path)
+        if kind is not None:
+            remedy = f"ingest it: `traceview ingest {path} -o NEW.db`" if "trace" in kind or "export" in kind else ""
+            remedy = remedy or "give a .db file written by `traceview ingest`"
+            raise DatabaseError(path, f"this is {kind}, not a traceview database", remedy) from error
         reason = str(error).strip().splitlines()[0]
         raise DatabaseError(path, f"cannot open the database ({reason})", "check the path") from error
     except duckdb.Error as error:
         raise DatabaseError(path, "not a DuckDB database", "give a .db file written by `traceview ingest`") from error
+
+
+# What a file that DuckDB cannot open is, by its first bytes: DuckDB would say "extension sqlite_scanner not found"
+# of an SQLite file, and "not a valid DuckDB database file" of the rest.
+_FILE_KINDS = (
+    (b"SQLite format 3\x00", "an SQLite database (an Nsight Systems export? a trace to ingest)"),
+    (b"\x1f\x8b", "gzip-compressed data (a trace to ingest?)"),
+    (b"PAR1", "a Parquet file"),
+    (b"{", "JSON (a trace to ingest?)"),
+    (b"[", "JSON (a trace to ingest?)"),
+)
+
+
+def _kind_of_file(path: Path) -> str | None:
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(64).lstrip()
+    except OSError:
+        return None
+    if not head:
+        return "an empty file"
+    return next((kind for magic, kind in _FILE_KINDS if head.startswith(magic)), None)
 
 
 def check_schema_version(con: duckdb.DuckDBPyConnection, path: Path) -> None:
@@ -216,7 +243,8 @@ def _sql_quoted(text: str) -> str:
 @contextlib.contextmanager
 def _write_session(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
     """_existing_session or _new_session; an OS failure on the way (no space, read-only, ...) becomes one
-    DatabaseError, after the database was left as it was."""
+    DatabaseError, after the database was left as it was. A symbolic link is followed: its target is written."""
+    path = _followed(path)
     if "?" in str(path.absolute()):  # DuckDB cuts a path at '?' to name the WAL file: the commit would fail
         raise DatabaseError(
             path, "DuckDB cannot write a database whose path holds '?'", "write it elsewhere, then move it there"
@@ -231,6 +259,16 @@ def _write_session(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
         problem, remedy = found
         detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise DatabaseError(path, f"{problem} ({detail}); nothing was written", remedy) from error
+
+
+def _followed(path: Path) -> Path:
+    """`path`, or the file a symbolic link at `path` points to (which may not exist yet)."""
+    if not path.is_symlink():
+        return path
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError) as error:  # a loop of links (RuntimeError before Python 3.13)
+        raise DatabaseError(path, "a loop of symbolic links", "fix or remove the link") from error
 
 
 @contextlib.contextmanager
