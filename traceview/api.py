@@ -29,8 +29,8 @@ from .ingest import (
     delete_run,
     labelled_run,
     load_run,
+    opened_source,
     report_stage,
-    resolve_source,
 )
 from .scratch import replacing
 from .segment import SegmentOptions, SegmentResult, segment_run
@@ -78,14 +78,14 @@ def ingest(
     source under the same label is not ingested twice; `options.replace` replaces a run of that label.
     """
     options = options or IngestOptions()
-    source = resolve_source(paths)
-    while True:
-        try:
-            return _ingest_once(source, database, options, segment_options)
-        except RetryCarefully as retry:  # a fast read failed and DuckDB aborted the transaction: start over
-            options = dataclasses.replace(options, careful=options.careful | {retry.path})
-        except duckdb.OutOfMemoryException as error:  # a statement could not spill enough under the cap
-            options = _without_memory_cap(options, database, error)
+    with opened_source(paths) as source:
+        while True:
+            try:
+                return _ingest_once(source, database, options, segment_options)
+            except RetryCarefully as retry:  # a fast read failed and DuckDB aborted the transaction: start over
+                options = dataclasses.replace(options, careful=options.careful | {retry.path})
+            except duckdb.OutOfMemoryException as error:  # a statement could not spill enough under the cap
+                options = _without_memory_cap(options, database, error)
 
 
 def _memory_cap(options: IngestOptions, source: Source) -> int | None:

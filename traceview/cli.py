@@ -92,7 +92,8 @@ def say(message: str) -> None:
 @app.command()
 def ingest(
     traces: Annotated[
-        list[Path], typer.Argument(help="Trace files of one run: .json(.gz), .nsys-rep, .sqlite, or a directory.")
+        list[Path],
+        typer.Argument(help="Trace files of one run: .json(.gz), .nsys-rep, .sqlite, a directory, or - (stdin)."),
     ],
     output: Annotated[Path, typer.Option("--output", "-o", help="Database to create or add the run to.")],
     label: Annotated[str | None, typer.Option(help="Name of the run (default: the file name).")] = None,

@@ -7,24 +7,27 @@ then applies the steps all backends share (ingest/common.py).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import os
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import cache
 from pathlib import Path
 
 import duckdb
 
 from ..db import duckdb_connect, first_row
-from ..errors import BadInputError, TraceviewError, UsageError
+from ..errors import BadInputError, TraceviewError, UsageError, os_problem
+from ..scratch import scratch_directory
 from ..stepsel import format_steps
 from ..version import __version__
-from . import common, jsonstream
+from . import common, jsonstream, spool
 
 KINETO = "kineto"
 NSYS = "nsys"
@@ -214,6 +217,8 @@ class Source:
     # SHA-256 of the files, computed in a background thread while they are ingested (hashlib and file reads
     # release the GIL): a 1 GB trace costs ~0.8 s to hash, which no longer precedes the ingest.
     digest: Future[str]
+    # Copies of streams (ingest/spool.py) -> what the user named: `-`, /dev/fd/63, a FIFO.
+    given: dict[Path, str] = field(default_factory=dict)
 
     @property
     def sha256(self) -> str:
@@ -256,14 +261,36 @@ def _detect_directory(path: Path) -> str:
     raise BadInputError(path, "the directory holds no trace files", "give a directory of per-rank .json(.gz) traces")
 
 
-def resolve_source(paths: Sequence[str | Path]) -> Source:
-    """Check that the paths exist and agree on a backend; fingerprint them."""
+@contextlib.contextmanager
+def opened_source(paths: Sequence[str | Path]) -> Iterator[Source]:
+    """resolve_source, with any stream among the paths (`-` for stdin, a FIFO, `<(zcat trace.json.gz)`) first
+    copied into a scratch directory that lives as long as the block (ingest/spool.py)."""
+    with contextlib.ExitStack() as cleanup:
+
+        @cache
+        def scratch() -> Path:
+            return Path(cleanup.enter_context(scratch_directory("input")))
+
+        yield resolve_source(paths, scratch)
+
+
+def resolve_source(paths: Sequence[str | Path], scratch: Callable[[], Path] | None = None) -> Source:
+    """Check that the paths exist, can be read and agree on a backend; fingerprint them. Streams are copied into
+    the directory `scratch()` gives (see opened_source); without it they are refused."""
     if not paths:
         raise BadInputError(None, "no trace given", "name at least one trace file")
-    resolved = [Path(p).expanduser().resolve() for p in paths]
-    for p in resolved:
-        if not p.exists():
-            raise BadInputError(p, "no such file", "check the path")
+    spooled: dict[Path, tuple[spool.Spooled, str]] = {}
+
+    def readable(path: Path) -> Path:
+        if not spool.is_stream(path):
+            return _checked_readable(path)
+        if scratch is None:
+            raise BadInputError(path, "a stream (pipe, FIFO or -) cannot be read here", "give the trace as a file")
+        copy = spool.spool(path, scratch())
+        spooled[copy.path] = (copy, str(path))
+        return copy.path
+
+    resolved = [readable(_resolved(p)) for p in paths]
     backends = {detect_backend(p) for p in resolved}
     if len(backends) > 1:
         raise BadInputError(
@@ -272,7 +299,7 @@ def resolve_source(paths: Sequence[str | Path]) -> Source:
             "ingest them as separate runs",
         )
     backend = backends.pop()
-    flat = tuple(f for p in resolved for f in _trace_files(p, backend))
+    flat = tuple(readable(f) for p in resolved for f in _trace_files(p, backend))
     if not flat:
         raise BadInputError(resolved[0], "no trace files found", "give a trace file or a directory of them")
     for f in flat:
@@ -280,14 +307,45 @@ def resolve_source(paths: Sequence[str | Path]) -> Source:
             raise BadInputError(f, "the file is empty", "record the trace again; the profiler wrote nothing")
     size = sum(_size(f) for f in flat)
     path = resolved[0] if len(resolved) == 1 else Path(os.path.commonpath(resolved))
+    known = {copy.path: copy.sha256 for copy, _ in spooled.values()}
     return Source(
         path=path,
         files=flat,
         backend=backend,
         size=size,
         data_bytes=sum(_size(f) if f.is_dir() else jsonstream.expected_size(f) for f in flat),
-        digest=_in_background(lambda: _fingerprint(flat)),
+        digest=_in_background(lambda: _fingerprint(flat, known)),
+        given={copy.path: name for copy, name in spooled.values()},
     )
+
+
+def _resolved(given: str | Path) -> Path:
+    """`given` as an absolute path, links resolved; a stream as given (resolving /dev/fd/63 names `pipe:[…]`)."""
+    path = Path(given).expanduser()
+    if spool.is_stream(path):
+        return path if str(given) == spool.STDIN else path.absolute()
+    try:
+        path = path.resolve()
+    except (OSError, RuntimeError) as error:  # a loop of links (RuntimeError before Python 3.13)
+        raise BadInputError(path, "a loop of symbolic links", "fix or remove the link") from error
+    if not path.exists():
+        raise BadInputError(path, "no such file", "check the path")
+    return path
+
+
+def _checked_readable(path: Path) -> Path:
+    """`path`, after reading its first byte (a file) or listing it (a directory): a file that cannot be read is one
+    line now, not an OS error halfway through the ingest."""
+    try:
+        if path.is_dir():
+            next(path.iterdir(), None)
+        else:
+            with open(path, "rb") as handle:
+                handle.read(1)
+    except OSError as error:
+        problem, remedy = os_problem(error) or ("cannot read it", "check the path")
+        raise BadInputError(path, problem, remedy) from error
+    return path
 
 
 def _in_background(work: Callable[[], str]) -> Future[str]:
@@ -304,9 +362,10 @@ def _in_background(work: Callable[[], str]) -> Future[str]:
     return future
 
 
-def _fingerprint(files: Sequence[Path]) -> str:
-    """SHA-256 of one file; of a run of several, the SHA-256 of their sorted digests."""
-    digests = sorted(_sha256(f) for f in files)
+def _fingerprint(files: Sequence[Path], known: dict[Path, str]) -> str:
+    """SHA-256 of one file; of a run of several, the SHA-256 of their sorted digests. `known`: digests computed
+    already (of the copies of streams)."""
+    digests = sorted(known.get(f) or _sha256(f) for f in files)
     return digests[0] if len(digests) == 1 else hashlib.sha256("".join(digests).encode()).hexdigest()
 
 
@@ -388,7 +447,7 @@ def load_run(con: duckdb.DuckDBPyConnection, source: Source, label: str, options
             run_id,
             label,
             source.backend,
-            str(source.path),
+            source.given.get(source.path, str(source.path)),
             "",
             source.size,
             __version__,
@@ -401,6 +460,8 @@ def load_run(con: duckdb.DuckDBPyConnection, source: Source, label: str, options
     except TraceviewError as error:
         error.path = error.path or str(source.path)  # a problem found where the file is not known (a reader thread)
         raise
+    for copy, given in source.given.items():  # the rank was read from a copy of a stream: name what the user named
+        con.execute("UPDATE ranks SET source_file = ? WHERE run_id = ? AND source_file = ?", [given, run_id, str(copy)])
     con.execute(
         "UPDATE runs SET profiler_version = ?, clock_anchor_ns = ?, partial = ?, source_sha256 = ? WHERE run_id = ?",
         [loaded.profiler_version, loaded.clock_anchor_ns, loaded.partial, source.sha256, run_id],
