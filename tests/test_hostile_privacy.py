@@ -20,6 +20,7 @@ from conftest import SAMPLES
 from fuzzing import TOKEN, cut_down_sqlite, plant_nsys_token
 
 from traceview import api
+from traceview.ingest import IngestOptions
 
 KINETO = SAMPLES / "compiled.pt.trace.json.gz"
 NSYS = SAMPLES / "compiled.sqlite"
@@ -104,3 +105,39 @@ def test_the_checks_find_a_token_that_does_land(tmp_path: Path) -> None:
     api.ingest([trace], db)
     assert "gpu_activity.name" in token_in_tables(db, TOKEN)
     assert TOKEN.encode() in db.read_bytes()
+
+
+HOST = "gpu-node-7f3a.secret.example"
+
+
+def kineto_on_host(target: Path) -> Path:
+    doc = json.loads(gzip.decompress(KINETO.read_bytes()))
+    target.write_text(json.dumps({**doc, "host_name": HOST, "hostname": HOST}))
+    return target
+
+
+def nsys_on_host(target: Path) -> Path:
+    export = cut_down_sqlite(NSYS, target, max_rows=2000)
+    with sqlite3.connect(export) as con:
+        con.execute("UPDATE TARGET_INFO_SYSTEM_ENV SET value = ? WHERE name = 'Hostname'", [HOST])
+    return export
+
+
+def hostnames(db: Path) -> list[str | None]:
+    with duckdb.connect(str(db), read_only=True) as con:
+        return [r[0] for r in con.execute("SELECT DISTINCT hostname FROM ranks").fetchall()]
+
+
+@pytest.mark.parametrize("make", [kineto_on_host, nsys_on_host], ids=["kineto", "nsys"])
+def test_host_names_stay_out_unless_asked_for(tmp_path: Path, make: object) -> None:
+    trace = make(tmp_path / ("on_host.json" if make is kineto_on_host else "on_host.sqlite"))  # type: ignore[operator]
+    db, parquet = tmp_path / "out.db", tmp_path / "parquet"
+    api.ingest([trace], db)
+    api.export_parquet(db, parquet)
+    assert hostnames(db) == [None]
+    assert_absent(db, HOST)
+    for part in parquet.rglob("*.parquet"):
+        assert HOST.encode() not in part.read_bytes(), part
+    kept = tmp_path / "kept.db"
+    api.ingest([trace], kept, IngestOptions(keep_host=True))
+    assert hostnames(kept) == [HOST]

@@ -121,7 +121,7 @@ def test_joining_on_the_id_alone_would_match_7_percent_more_pairs(ingested: dict
 def test_one_rank_per_process_and_gpu(ingested: dict[Path, Path]) -> None:
     with traceview.connect(ingested[TWO_GPU]) as con:
         ranks = con.execute("SELECT rank, pid, device_id, rank_from, hostname FROM ranks ORDER BY rank").fetchall()
-        assert ranks == [(0, 144, 0, "process_order", "modal"), (1, 145, 1, "process_order", "modal")]
+        assert ranks == [(0, 144, 0, "process_order", None), (1, 145, 1, "process_order", None)]  # no --keep-host
         mixed = """SELECT count(*) FROM gpu_activity g JOIN ranks r USING (run_id, rank)
                    WHERE g.pid <> r.pid OR g.device_id <> r.device_id"""
         assert con.execute(mixed).fetchall() == [(0,)]

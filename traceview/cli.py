@@ -113,6 +113,9 @@ def ingest(
         str,
         typer.Option(help="DuckDB's memory cap: auto (about the trace's size), none, or a size like 8GB."),
     ] = "auto",
+    keep_host: Annotated[
+        bool, typer.Option(help="Store each rank's host name (it identifies the machine; left out by default).")
+    ] = False,
     parquet: Annotated[
         Path | None,
         typer.Option(help="Also write the run as a Parquet dataset (DIR/<table>/run_id=N/rank=R/) to query in place."),
@@ -135,6 +138,7 @@ def ingest(
             steps=parse_steps(steps) if steps else (),
             jobs=jobs,
             memory_limit=parse_memory_limit(memory_limit),
+            keep_host=keep_host,
         )
         segment_options = _segment_options(method, layer_pattern, step_pattern)
         summary = api.ingest(traces, output, options, segment_options)

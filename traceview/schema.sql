@@ -65,7 +65,7 @@ COMMENT ON COLUMN ranks.rank IS 'Rank number: distributedInfo.rank, else a numbe
 COMMENT ON COLUMN ranks.source_file IS 'File the rank was read from.';
 COMMENT ON COLUMN ranks.rank_from IS 'How the rank number was found: distributed_info, file_name, process_order or default.';
 COMMENT ON COLUMN ranks.pid IS 'Host process id of the rank, when known.';
-COMMENT ON COLUMN ranks.hostname IS 'Host the rank ran on, when the trace says.';
+COMMENT ON COLUMN ranks.hostname IS 'Host the rank ran on, when the trace says and ingest was given --keep-host (NULL otherwise: a host name identifies the machine).';
 COMMENT ON COLUMN ranks.device_id IS 'GPU index used by the rank (the device with most kernels).';
 COMMENT ON COLUMN ranks.device_name IS 'Name of that GPU, e.g. NVIDIA H200.';
 COMMENT ON COLUMN ranks.world_size IS 'Number of ranks in the job, when the trace says.';

@@ -179,6 +179,8 @@ class IngestOptions:
     jobs: int = 1
     # DuckDB's memory cap in bytes (--memory-limit): None, about the trace's size (db.memory_budget); 0, none.
     memory_limit: int | None = None
+    # Store each rank's host name (--keep-host). Off by default: a host name identifies the machine and its owner.
+    keep_host: bool = False
 
 
 class RetryCarefully(Exception):

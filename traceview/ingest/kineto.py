@@ -184,6 +184,8 @@ def load_file(
     """Load one file (one rank) into run `run_id`: stage, insert, record its rank and counters."""
     staged = stage_events(con, trace_file, options)
     metadata = _valid_text(staged.metadata)
+    if not options.keep_host:  # the machine's name identifies it: kept only when the user asks (--keep-host)
+        metadata = {k: v for k, v in metadata.items() if k not in ("host_name", "hostname")}
     rank, rank_from = _rank_of(metadata, trace_file, order, files)
     one = StagedFile(0, trace_file, rank, rank_from, metadata, staged.json_bytes, staged.lost_bytes)
     return _insert_files(con, run_id, [one], options.comm_patterns)[0]

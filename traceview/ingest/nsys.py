@@ -9,7 +9,8 @@ run.
 Rows never become Python objects: each source query runs inside SQLite (through ADBC) and streams Arrow record
 batches into DuckDB temp tables, where SQL moves them into the schema. Names are looked up in StringIds inside the
 query, so only the strings the schema needs leave the export. The profiled processes' environment, which exports keep
-in META_DATA_CAPTURE, TARGET_INFO_SYSTEM_ENV and StringIds, is never read.
+in META_DATA_CAPTURE, TARGET_INFO_SYSTEM_ENV and StringIds, is never read; the one exception is the Hostname row of
+TARGET_INFO_SYSTEM_ENV, read only when the user asks for host names (--keep-host, IngestOptions.keep_host).
 
 Versions differ, and each difference is read from the export itself: the metadata table is EXPORT_META_DATA in 2022.4
 and META_DATA_EXPORT later; CUDA graph node events moved from CUDA_GRAPH_EVENTS to CUDA_GRAPH_NODE_EVENTS, the old name
@@ -85,7 +86,7 @@ def load(con: duckdb.DuckDBPyConnection, source: Source, run_id: int, options: I
     with scratch_directory("nsys") as tmp:
         for order, path in enumerate(source.files):
             with open_export(con, path, Path(tmp), options) as export:
-                session = _read_session(export)
+                session = _read_session(export, options.keep_host)
                 if order == 0:
                     first_anchor = session.anchor_ns
                 shift = 0
@@ -133,7 +134,7 @@ class Session:
     warnings: tuple[str, ...]
 
 
-def _read_session(export: Export) -> Session:
+def _read_session(export: Export, keep_host: bool) -> Session:
     meta_table = next((t for t in EXPORT_META if export.has(t)), None)
     wanted = ["EXPORT_PRODUCT_VERSION", "EXPORT_SCHEMA_VERSION"]
     wanted += ["EXPORT_PARAM_TIME_NORMALIZE", "EXPORT_PARAM_TIME_SHIFT"]
@@ -153,7 +154,7 @@ def _read_session(export: Export) -> Session:
         row = first_row(rows(export, "SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME"))
         anchor = _timestamp(row[0] - start_ns) if row and isinstance(row[0], int) else None
     hostname = None
-    if export.has("TARGET_INFO_SYSTEM_ENV", "name"):
+    if keep_host and export.has("TARGET_INFO_SYSTEM_ENV", "name"):
         sql = "SELECT value FROM TARGET_INFO_SYSTEM_ENV WHERE name = 'Hostname' LIMIT 1"
         row = first_row(rows(export, sql))
         hostname = str(row[0]) if row and row[0] else None
