@@ -62,6 +62,8 @@ class RunSummary:
     span_ms: float
     device_names: tuple[str, ...]
     warnings: tuple[str, ...]
+    # Counters of data lost or values changed while reading (ingest_stats, severity not info), as "name count".
+    data_loss: tuple[str, ...] = ()
     already_ingested: bool = False
 
 
@@ -182,7 +184,12 @@ def summarize(con: duckdb.DuckDBPyConnection, run_id: int, already_ingested: boo
                (SELECT count(*) FROM steps WHERE run_id = $run),
                (SELECT count(*) FROM layers WHERE run_id = $run),
                (SELECT list(description ORDER BY description) FROM ingest_stats
-                 WHERE run_id = $run AND name IN ('warning', 'segment.warning'))
+                 WHERE run_id = $run AND name IN ('warning', 'segment.warning')),
+               (SELECT list(name || ' ' || CAST(total AS BIGINT) ORDER BY name) FROM (
+                    SELECT name, sum(value) AS total FROM ingest_stats
+                    WHERE run_id = $run AND severity <> 'info' AND name NOT IN ('warning', 'segment.warning')
+                      AND value > 0
+                    GROUP BY name))
         FROM runs r WHERE r.run_id = $run
         """,
             {"run": run_id},
@@ -206,6 +213,7 @@ def summarize(con: duckdb.DuckDBPyConnection, run_id: int, already_ingested: boo
         steps,
         layers,
         warnings,
+        data_loss,
     ) = row
     return RunSummary(
         run_id=run_id,
@@ -224,6 +232,7 @@ def summarize(con: duckdb.DuckDBPyConnection, run_id: int, already_ingested: boo
         span_ms=round(span_ms or 0.0, 3),
         device_names=tuple(devices),
         warnings=tuple(warnings or ()),
+        data_loss=tuple(data_loss or ()),
         already_ingested=already_ingested,
     )
 

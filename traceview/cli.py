@@ -146,6 +146,8 @@ def ingest(
             api.export_parquet(output, parquet, run=summary.label)
     for warning in summary.warnings:
         say(f"warning: {warning}")
+    if summary.data_loss and not summary.already_ingested:
+        say(f"note: data lost or changed while reading: {', '.join(summary.data_loss)} (see `traceview info {output}`)")
     if summary.already_ingested:
         say(f"{output}: already holds this trace as run {summary.label!r}; nothing to do")
     emit(render([_summary_row(summary)], fmt, title=f"{output}: run {summary.label}"))

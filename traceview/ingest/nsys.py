@@ -308,6 +308,7 @@ def _load_export(
         read(con, export)
     nvtx_types = _keep_nvtx_events(con)
     dropped = _drop_unusable_times(con)
+    _record_repairs(con, place.run_id)
     _close_open_ranges(con, session)
     ranks = _assign_ranks(con, place.run_id)
     params = {"run": place.run_id, "shift": place.shift}
@@ -351,6 +352,58 @@ def _drop_unusable_times(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
         con.execute(f"DELETE FROM {table} WHERE {bad}")
     con.execute(f"UPDATE _nnvtx SET end_ns = NULL WHERE NOT end_ns BETWEEN -{TIME_LIMIT} AND {TIME_LIMIT}")
     return dropped
+
+
+# Values the inserts change, counted on the staged rows first: (name, staged table, condition, what becomes of them).
+REPAIRS = (
+    (
+        "kernels_without_name",
+        "_ngpu",
+        "kind = 'kernel' AND {unnamed}",
+        "kernels whose name id is NULL, missing from StringIds or NULL there: stored with the name ''",
+    ),
+    (
+        "api_calls_without_name",
+        "_nlaunch",
+        "{unnamed}",
+        "CUDA API calls whose name id is NULL, missing from StringIds or NULL there: stored with the name ''",
+    ),
+    (
+        "nvtx_ranges_without_text",
+        "_nnvtx",
+        f"text IS NULL AND event_type IN ({NVTX_RANGES})",
+        "NVTX ranges whose text (or registered string) is missing: stored with the name ''",
+    ),
+    (
+        "end_before_start.gpu_work",
+        "_ngpu",
+        "end_ns < start_ns",
+        "GPU work whose end precedes its start: stored ending at its start (duration 0)",
+    ),
+    (
+        "end_before_start.api_calls",
+        "_nlaunch",
+        "end_ns < start_ns",
+        "CUDA API calls whose end precedes their start: stored ending at their start (duration 0)",
+    ),
+    (
+        "end_before_start.nvtx",
+        "_nnvtx",
+        f"end_ns < start_ns AND event_type IN ({NVTX_RANGES})",
+        "NVTX ranges whose end precedes their start: stored ending at their start (duration 0)",
+    ),
+)
+
+
+def _record_repairs(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
+    """Count, in ingest_stats, the staged values that the inserts will change (see REPAIRS); zero counts are not
+    recorded."""
+    unnamed = "NOT EXISTS (SELECT 1 FROM _nstr s WHERE s.id = name_id AND s.value IS NOT NULL)"
+    for name, table, condition, description in REPAIRS:
+        sql = f"SELECT count(*) FROM {table} WHERE {condition.format(unnamed=unnamed)}"
+        found = con.execute(sql).fetchall()[0][0]
+        if found:
+            common.add_stat(con, run_id, None, name, "data_loss", found, description)
 
 
 def _count(con: duckdb.DuckDBPyConnection, table: str, run_id: int) -> list[tuple[Any, ...]]:
