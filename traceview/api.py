@@ -25,6 +25,7 @@ from .ingest import (
     IngestOptions,
     RetryCarefully,
     Source,
+    checked_label,
     default_label,
     delete_run,
     labelled_run,
@@ -118,7 +119,7 @@ def _without_memory_cap(options: IngestOptions, database: str | Path, error: Exc
 def _ingest_once(
     source: Source, database: str | Path, options: IngestOptions, segment_options: SegmentOptions | None
 ) -> RunSummary:
-    label = options.label or default_label(source, options)
+    label = checked_label(options.label) if options.label else default_label(source, options)
     with db.write_session(database, _memory_cap(options, source)) as con:
         taken = labelled_run(con, label)
         if taken and not options.replace and taken[1] == source.sha256:

@@ -38,6 +38,15 @@ def duckdb_connect(path: str = ":memory:", read_only: bool = False) -> duckdb.Du
     return con
 
 
+def is_text(text: str) -> bool:
+    """Whether `text` can be stored as UTF-8: not a name holding bytes of no encoding (read as lone surrogates)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def first_row(rows: list[tuple[Any, ...]]) -> tuple[Any, ...] | None:
     """The first of `rows` (from fetchall), or None: DuckDB wants every result read to its end."""
     return rows[0] if rows else None
@@ -59,6 +68,7 @@ def connect(path: str | Path, read_only: bool = True) -> duckdb.DuckDBPyConnecti
 
 
 def _open(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
+    _check_name(path)
     try:
         con = duckdb_connect(str(path), read_only=read_only)
         _OPENED.append(path)
@@ -245,6 +255,7 @@ def _write_session(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
     """_existing_session or _new_session; an OS failure on the way (no space, read-only, ...) becomes one
     DatabaseError, after the database was left as it was. A symbolic link is followed: its target is written."""
     path = _followed(path)
+    _check_name(path)
     if "?" in str(path.absolute()):  # DuckDB cuts a path at '?' to name the WAL file: the commit would fail
         raise DatabaseError(
             path, "DuckDB cannot write a database whose path holds '?'", "write it elsewhere, then move it there"
@@ -259,6 +270,14 @@ def _write_session(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
         problem, remedy = found
         detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise DatabaseError(path, f"{problem} ({detail}); nothing was written", remedy) from error
+
+
+def _check_name(path: Path) -> None:
+    """DuckDB takes only UTF-8 file names (it fails with std::bad_cast on others)."""
+    if not is_text(str(path.absolute())):
+        raise DatabaseError(
+            path, "DuckDB cannot open a file whose path holds bytes of no encoding", "rename it, or write elsewhere"
+        )
 
 
 def _followed(path: Path) -> Path:

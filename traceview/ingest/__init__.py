@@ -22,7 +22,7 @@ from pathlib import Path
 
 import duckdb
 
-from ..db import duckdb_connect, first_row
+from ..db import duckdb_connect, first_row, is_text
 from ..errors import BadInputError, TraceviewError, UsageError, os_problem
 from ..scratch import scratch_directory
 from ..stepsel import format_steps
@@ -281,16 +281,25 @@ def resolve_source(paths: Sequence[str | Path], scratch: Callable[[], Path] | No
     the directory `scratch()` gives (see opened_source); without it they are refused."""
     if not paths:
         raise BadInputError(None, "no trace given", "name at least one trace file")
-    spooled: dict[Path, tuple[spool.Spooled, str]] = {}
+    given: dict[Path, str] = {}  # stand-ins in `scratch()` -> what the user named
+    known: dict[Path, str] = {}  # SHA-256 of the copies of streams
 
     def readable(path: Path) -> Path:
-        if not spool.is_stream(path):
-            return _checked_readable(path)
-        if scratch is None:
-            raise BadInputError(path, "a stream (pipe, FIFO or -) cannot be read here", "give the trace as a file")
-        copy = spool.spool(path, scratch())
-        spooled[copy.path] = (copy, str(path))
-        return copy.path
+        """`path`, or a stand-in the readers can use: the copy of a stream, a link with a name in UTF-8."""
+        if spool.is_stream(path) or not is_text(str(path)):
+            if scratch is None:
+                raise BadInputError(path, "a stream or a name in no encoding cannot be read here", "use opened_source")
+            if spool.is_stream(path):
+                copy = spool.spool(path, scratch())
+                given[copy.path], known[copy.path] = str(path), copy.sha256
+                return copy.path
+            _checked_readable(path)
+            link = scratch() / f"link-{len(given)}" / displayable(path.name)  # DuckDB takes only UTF-8 names
+            link.parent.mkdir()
+            link.symlink_to(path)
+            given[link] = displayable(str(path))
+            return link
+        return _checked_readable(path)
 
     resolved = [readable(_resolved(p)) for p in paths]
     backends = {detect_backend(p) for p in resolved}
@@ -309,7 +318,6 @@ def resolve_source(paths: Sequence[str | Path], scratch: Callable[[], Path] | No
             raise BadInputError(f, "the file is empty", "record the trace again; the profiler wrote nothing")
     size = sum(_size(f) for f in flat)
     path = resolved[0] if len(resolved) == 1 else Path(os.path.commonpath(resolved))
-    known = {copy.path: copy.sha256 for copy, _ in spooled.values()}
     return Source(
         path=path,
         files=flat,
@@ -317,13 +325,29 @@ def resolve_source(paths: Sequence[str | Path], scratch: Callable[[], Path] | No
         size=size,
         data_bytes=sum(_size(f) if f.is_dir() else jsonstream.expected_size(f) for f in flat),
         digest=_in_background(lambda: _fingerprint(flat, known)),
-        given={copy.path: name for copy, name in spooled.values()},
+        given=given,
     )
+
+
+def displayable(text: str) -> str:
+    """`text` as UTF-8 text, a byte of no encoding in a file name shown as an escape (`\\xff`)."""
+    return os.fsencode(text).decode("utf-8", "backslashreplace")
+
+
+def checked_label(label: str) -> str:
+    """`label` (--label), refused in one line when it cannot be stored as text."""
+    if not is_text(label):
+        raise UsageError(None, f"the label {label!r} holds bytes of no encoding", "give a label in UTF-8")
+    return label
 
 
 def _resolved(given: str | Path) -> Path:
     """`given` as an absolute path, links resolved; a stream as given (resolving /dev/fd/63 names `pipe:[…]`)."""
     path = Path(given).expanduser()
+    try:
+        os.fsencode(path)
+    except UnicodeEncodeError:  # a str no file system name can be
+        raise BadInputError(path, "the path is not valid text", "check the path") from None
     if spool.is_stream(path):
         return path if str(given) == spool.STDIN else path.absolute()
     try:
