@@ -11,6 +11,7 @@ import json
 import os
 import signal
 import sys
+import warnings
 from pathlib import Path
 from typing import Annotated
 
@@ -564,6 +565,9 @@ def main() -> None:
     """Entry point: run the app, turning library errors into one line and an exit code."""
     for terminating in TERMINATING:
         signal.signal(terminating, _on_terminating_signal)
+    warnings.showwarning = _show_warning
+    # A name drawn in a picture with a character its font lacks (CJK, emoji, a control character) is drawn as a box.
+    warnings.filterwarnings("ignore", message="Glyph .* missing from font")
     try:
         code = app(standalone_mode=False)  # a command's typer.Exit(n) comes back as n
     except TraceviewError as error:
@@ -595,6 +599,11 @@ def main() -> None:
         _exit_interrupted()
     if isinstance(code, int) and code:
         sys.exit(code)
+
+
+def _show_warning(message: Warning | str, category: type[Warning], *_where: object, **_more: object) -> None:
+    """A library's warning as one printable stderr line (Python's own shows the file, line and source)."""
+    say(f"warning: {category.__name__}: {message}")
 
 
 def _on_terminating_signal(signum: int, _frame: object) -> None:
