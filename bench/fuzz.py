@@ -4,6 +4,7 @@
     python bench/fuzz.py --cases 2000 --backend nsys --jobs 2 --seed 7
     python bench/fuzz.py --salvage-sweep             # every truncation offset of a small trace
     python bench/fuzz.py --memory                    # peak RSS on ~1 GB of skipped events, one 200 MB event
+    python bench/fuzz.py --text 200                  # hostile text through every command and format
 
 Each case is made from `--seed` and its number, so `--only N` replays case N. Cases run in `--jobs`
 worker processes, each with a per-case timeout; failures (any exception other than a one-line
@@ -189,6 +190,17 @@ def memory(args: argparse.Namespace) -> int:
     return 0 if all(r["exit"] in (0, 2) for r in rows) else 1
 
 
+def hostile_text(args: argparse.Namespace) -> int:
+    """The property test of tests/test_hostile_property.py with --text random examples per backend."""
+    import os
+    import subprocess
+
+    test = Path(__file__).resolve().parent.parent / "tests" / "test_hostile_property.py"
+    env = {**os.environ, "TRACEVIEW_TEXT_EXAMPLES": str(args.text)}
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:warnings", str(test)]
+    return subprocess.run(command, env=env, check=False).returncode
+
+
 def replay(args: argparse.Namespace) -> int:
     """Run the saved failing inputs under --replay DIR again (e.g. after a fix); print each one's outcome now."""
     still = 0
@@ -218,9 +230,12 @@ def main() -> int:
     parser.add_argument("--memory", action="store_true", help="peak RSS on 3M skipped events and one 200 MB event")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/traceview-memory"), help="where --memory writes")
     parser.add_argument("--replay", type=Path, help="run the failing inputs saved in this folder again")
+    parser.add_argument("--text", type=int, help="hostile text through every command: this many random examples")
     args = parser.parse_args()
     if args.replay:
         return replay(args)
+    if args.text:
+        return hostile_text(args)
     if args.memory:
         return memory(args)
     return salvage_sweep(args) if args.salvage_sweep else run(args)
