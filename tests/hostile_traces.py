@@ -12,6 +12,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 HEADER = (
     '{\n  "schemaVersion": 1,\n  "deviceProperties": [{"id": 0, "name": "NVIDIA H200"}],\n'
@@ -106,6 +107,22 @@ def _write_repeated(write: object, size: int) -> None:
 
 def traceview_cmd(*args: str | Path) -> list[str]:
     return [sys.executable, "-m", "traceview.cli", *map(str, args)]
+
+
+def traceview(*args: str | Path, timeout: float = 300, **run: Any) -> subprocess.CompletedProcess[str]:
+    """`traceview ARGS` in a child process, as a user runs it; `run` goes to subprocess.run (stdin, preexec_fn)."""
+    return subprocess.run(traceview_cmd(*args), capture_output=True, text=True, timeout=timeout, check=False, **run)
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess[str], path: str | Path | None, *words: str) -> str:
+    """Exit 2 and one stderr line `error: PATH: problem — remedy` (no `PATH: ` when None) holding every word."""
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith(f"error: {path}: " if path else "error: ") and " — " in lines[0], lines[0]
+    for word in words:
+        assert word in lines[0], lines[0]
+    return lines[0]
 
 
 def peak_rss_mb(command: list[str], timeout_s: float = 600) -> tuple[float, subprocess.CompletedProcess[str]]:

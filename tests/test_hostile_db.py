@@ -21,23 +21,10 @@ import duckdb
 import pytest
 from conftest import HTA, SAMPLES
 from fuzz_runner import db_fingerprint
-from hostile_traces import traceview_cmd, write_kineto
+from hostile_traces import assert_one_line_error, traceview, traceview_cmd, write_kineto
 
 SMALL = HTA / "trace_compare" / "base" / "base.json.gz"
 OTHER = HTA / "trace_compare" / "test" / "test.json.gz"
-
-
-def traceview(*args: str | Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(traceview_cmd(*args), capture_output=True, text=True, timeout=timeout, check=False)
-
-
-def assert_one_line_error(result: subprocess.CompletedProcess[str], path: Path, *words: str) -> None:
-    assert result.returncode == 2, (result.returncode, result.stderr)
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith(f"error: {path}: ") and " — " in lines[0], lines[0]
-    for word in words:
-        assert word in lines[0].lower(), lines[0]
 
 
 def sha256(path: Path) -> str:

@@ -19,26 +19,16 @@ import duckdb
 import pytest
 from conftest import HTA, SAMPLES
 from fuzz_runner import db_fingerprint
-from hostile_traces import traceview_cmd
+from hostile_traces import assert_one_line_error, traceview, traceview_cmd
 
 SMALL = HTA / "trace_compare" / "base" / "base.json.gz"
 # Without the capabilities that let root read and write whatever it likes, file permissions apply to root too.
 UNPRIVILEGED = ["setpriv", "--bounding-set", "-dac_override,-dac_read_search"] if os.geteuid() == 0 else []
 
 
-def traceview(*args: str | Path, prefix: list[str] | None = None) -> subprocess.CompletedProcess[str]:
-    command = [*(prefix or []), *traceview_cmd(*args)]
+def unprivileged(*args: str | Path) -> subprocess.CompletedProcess[str]:
+    command = [*UNPRIVILEGED, *traceview_cmd(*args)]
     return subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
-
-
-def assert_one_line_error(result: subprocess.CompletedProcess[str], path: str | Path | None, *words: str) -> str:
-    assert result.returncode == 2, (result.returncode, result.stderr)
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1, result.stderr
-    assert lines[0].startswith(f"error: {path}: " if path else "error: ") and " — " in lines[0], lines[0]
-    for word in words:
-        assert word in lines[0], lines[0]
-    return lines[0]
 
 
 def needs_unprivileged() -> None:
@@ -85,7 +75,7 @@ def test_an_unreadable_file_in_an_input_directory_is_one_line(tmp_path: Path) ->
     shutil.copyfile(SMALL, ranks / "rank0.json.gz")
     locked = Path(shutil.copyfile(SMALL, ranks / "rank1.json.gz"))
     locked.chmod(0)
-    result = traceview("ingest", ranks, "-o", tmp_path / "out.db", prefix=UNPRIVILEGED)
+    result = unprivileged("ingest", ranks, "-o", tmp_path / "out.db")
     assert_one_line_error(result, locked, "permission denied")
     assert not (tmp_path / "out.db").exists()
 
@@ -99,7 +89,7 @@ def test_an_output_in_a_read_only_directory_is_one_line(tmp_path: Path) -> None:
     locked = tmp_path / "locked"
     locked.mkdir()
     locked.chmod(0o555)
-    result = traceview("ingest", SMALL, "-o", locked / "out.db", prefix=UNPRIVILEGED)
+    result = unprivileged("ingest", SMALL, "-o", locked / "out.db")
     assert_one_line_error(result, locked / "out.db", "Permission denied")
     assert list(locked.iterdir()) == []
 

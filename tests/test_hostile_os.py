@@ -17,18 +17,16 @@ from pathlib import Path
 import pytest
 from conftest import HTA, SAMPLES
 from fuzz_runner import db_fingerprint
-from hostile_traces import traceview_cmd
+from hostile_traces import assert_one_line_error, traceview
 
 SMALL = HTA / "trace_compare" / "base" / "base.json.gz"
 LARGER = SAMPLES / "eager.pt.trace.json.gz"
 DEV_FULL = Path("/dev/full")
 
 
-def traceview(*args: str | Path, file_size_limit: int | None = None) -> subprocess.CompletedProcess[str]:
-    limit = None if file_size_limit is None else _file_size_limit(file_size_limit)
-    return subprocess.run(
-        traceview_cmd(*args), capture_output=True, text=True, timeout=300, check=False, preexec_fn=limit
-    )
+def limited(*args: str | Path, file_size: int) -> subprocess.CompletedProcess[str]:
+    """`traceview ARGS` unable to write past `file_size` bytes in any file."""
+    return traceview(*args, preexec_fn=_file_size_limit(file_size))
 
 
 def _file_size_limit(size: int) -> Callable[[], None]:
@@ -39,28 +37,18 @@ def _file_size_limit(size: int) -> Callable[[], None]:
     return limit
 
 
-def assert_one_line_error(result: subprocess.CompletedProcess[str], *words: str) -> str:
-    assert result.returncode == 2, (result.returncode, result.stderr)
-    lines = result.stderr.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("error: ") and " — " in lines[0], result.stderr
-    for word in words:
-        assert word in lines[0], lines[0]
-    return lines[0]
-
-
 def test_a_full_disk_while_adding_a_run_is_one_line_and_keeps_the_database(tmp_path: Path) -> None:
     db = tmp_path / "runs.db"
     assert traceview("ingest", SMALL, "-o", db).returncode == 0
     before = db_fingerprint(db)
-    result = traceview("ingest", LARGER, "-o", db, file_size_limit=1 << 18)
-    assert_one_line_error(result, f"error: {db}: ", "nothing was written")
+    assert_one_line_error(limited("ingest", LARGER, "-o", db, file_size=1 << 18), db, "nothing was written")
     assert db_fingerprint(db) == before
     assert traceview("ingest", LARGER, "-o", db).returncode == 0  # and the next ingest, with room, works
 
 
 def test_a_full_disk_while_creating_a_database_leaves_no_file(tmp_path: Path) -> None:
     db = tmp_path / "new.db"
-    assert_one_line_error(traceview("ingest", LARGER, "-o", db, file_size_limit=1 << 20), f"error: {db}: ")
+    assert_one_line_error(limited("ingest", LARGER, "-o", db, file_size=1 << 20), db)
     assert list(tmp_path.iterdir()) == []
 
 
@@ -75,5 +63,5 @@ def test_writing_to_a_full_device_is_one_line_and_the_device_stays(tmp_path: Pat
         output = tmp_path / "picture.png"
         output.symlink_to(DEV_FULL)
     result = traceview(command, db, "-o", output, *(["--kind", "layers"] if command == "plot" else []))
-    assert_one_line_error(result, f"error: {output}: ", "no space left")
+    assert_one_line_error(result, output, "no space left")
     assert stat.S_ISCHR(DEV_FULL.stat().st_mode)  # written to, not renamed over

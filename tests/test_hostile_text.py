@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from hostile_traces import traceview_cmd
+from hostile_traces import traceview
 from kineto_builder import KinetoTrace
 
 MARKUP_LABEL = "[link=https://example.com]click[/link][reverse]X"
@@ -23,10 +23,6 @@ CLEAR_SCREEN = "\x1b[2J"
 C1_CSI = "\x9b2J"
 # What the terminal must never receive raw: every C0 control but the newline that ends a line, DEL, C1 controls.
 RAW_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f]")
-
-
-def traceview(*args: str | Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(traceview_cmd(*args), capture_output=True, text=True, timeout=300, check=False)
 
 
 def layered_trace(path: Path, kernel: str, device: str = "NVIDIA H200") -> Path:

@@ -19,14 +19,10 @@ from pathlib import Path
 import duckdb
 import pytest
 from conftest import HTA
-from hostile_traces import traceview_cmd
+from hostile_traces import traceview, traceview_cmd
 
 SMALL = HTA / "trace_compare" / "base" / "base.json.gz"
 RANKS = [HTA / "trace_filter" / f"sampled_rank-{rank}.json.gz" for rank in (0, 1)]
-
-
-def traceview(*args: str | Path, **run: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(traceview_cmd(*args), capture_output=True, text=True, timeout=120, check=False, **run)
 
 
 def runs(db: Path) -> list[tuple[object, ...]]:
