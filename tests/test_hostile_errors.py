@@ -13,6 +13,7 @@ import gzip
 import os
 import shutil
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
@@ -92,6 +93,26 @@ def test_an_output_in_a_read_only_directory_is_one_line(tmp_path: Path) -> None:
     result = unprivileged("ingest", SMALL, "-o", locked / "out.db")
     assert_one_line_error(result, locked / "out.db", "Permission denied")
     assert list(locked.iterdir()) == []
+
+
+@pytest.fixture
+def read_only_mount(tmp_path: Path) -> Iterator[Path]:
+    """A read-only file system (a tmpfs mounted read-only): needs root and a kernel that lets it mount."""
+    target = tmp_path / "ro"
+    target.mkdir()
+    mounted = os.geteuid() == 0 and shutil.which("mount") is not None
+    mounted = mounted and subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", target]).returncode == 0
+    if not mounted:
+        pytest.skip("cannot mount a read-only file system here")
+    yield target
+    subprocess.run(["umount", target], check=True)
+
+
+@pytest.mark.parametrize("command", ["ingest", "export"])
+def test_an_output_on_a_read_only_file_system_is_one_line(read_only_mount: Path, ingested: Path, command: str) -> None:
+    target = read_only_mount / "out"
+    args = ["ingest", SMALL, "-o", target] if command == "ingest" else ["export", ingested, "-o", target]
+    assert_one_line_error(traceview(*args), target, "read-only")
 
 
 def test_a_question_mark_in_the_output_directory_is_one_line(tmp_path: Path) -> None:

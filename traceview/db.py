@@ -317,9 +317,9 @@ def _new_session(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
     except duckdb.Error as error:  # no such directory, not writable, no space, ...
         _remove_db_files(tmp)  # DuckDB may have created it before failing (0 bytes on a full disk)
         reason = str(error).splitlines()[0].replace(str(tmp), str(path))
-        raise DatabaseError(
-            path, f"cannot create the database ({reason})", "give an -o path in a writable directory"
-        ) from error
+        problem, remedy = os_problem(error) or ("", "give an -o path in a writable directory")
+        problem = f"cannot create the database: {problem} ({reason})" if problem else f"cannot create it ({reason})"
+        raise DatabaseError(path, problem, remedy) from error
     try:
         con.execute("BEGIN TRANSACTION")  # one commit for the whole build: ~70 DDL statements commit in 0.02 s, not 0.5
         create_schema(con)
