@@ -18,7 +18,7 @@ from . import db, plotdata, sqllib
 from . import diff as diff_stage
 from . import export as export_stage
 from .db import first_row
-from .errors import DatabaseError
+from .errors import DatabaseError, OutputError, os_problem
 from .ingest import (
     STAGE_COMMIT,
     STAGE_SEGMENTATION,
@@ -155,7 +155,11 @@ def export_parquet(database: str | Path, directory: str | Path, run: str | None 
             if row is None:
                 raise DatabaseError(database, f"no run labelled {run!r}", "list the runs with `traceview info DB`")
             ids = [row[0]]
-        return parquet.export(con, directory, ids)
+        try:
+            return parquet.export(con, directory, ids)
+        except (OSError, duckdb.IOException) as error:  # no space, read-only, ...
+            problem, remedy = os_problem(error) or ("cannot write the dataset", "check the path")
+            raise OutputError(directory, f"cannot write the dataset: {problem}", remedy) from error
 
 
 def connect(database: str | Path, read_only: bool = True) -> duckdb.DuckDBPyConnection:
