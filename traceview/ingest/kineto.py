@@ -183,9 +183,7 @@ def load_file(
 ) -> FileResult:
     """Load one file (one rank) into run `run_id`: stage, insert, record its rank and counters."""
     staged = stage_events(con, trace_file, options)
-    metadata = _valid_text(staged.metadata)
-    if not options.keep_host:  # the machine's name identifies it: kept only when the user asks (--keep-host)
-        metadata = {k: v for k, v in metadata.items() if k not in ("host_name", "hostname")}
+    metadata = _metadata(staged.metadata, options)
     rank, rank_from = _rank_of(metadata, trace_file, order, files)
     one = StagedFile(0, trace_file, rank, rank_from, metadata, staged.json_bytes, staged.lost_bytes)
     return _insert_files(con, run_id, [one], options.comm_patterns)[0]
@@ -210,7 +208,7 @@ def _load_batch(
         raise RetryCarefully(kineto_batch.one_by_one(batch))
     staged = []
     for index, ((order, path), (raw, json_bytes)) in enumerate(zip(batch, found, strict=True)):
-        metadata = _valid_text(raw)
+        metadata = _metadata(raw, options)
         rank, rank_from = _rank_of(metadata, path, order, files)
         staged.append(StagedFile(index, path, rank, rank_from, metadata, json_bytes, 0))
     return _insert_files(con, run_id, staged, options.comm_patterns)
@@ -700,6 +698,15 @@ def _profiler_version(metadata: dict[str, Any]) -> str:
 
 
 METADATA_DEPTH = 32  # traceview reads metadata two levels deep; deeper values are dropped, not recursed into
+
+
+def _metadata(raw: dict[str, Any], options: IngestOptions) -> dict[str, Any]:
+    """A file's top-level metadata as the reader uses it: valid text (_valid_text), and without the host name
+    unless the user asks for it (--keep-host): the machine's name identifies it."""
+    metadata = _valid_text(raw)
+    if options.keep_host:
+        return metadata
+    return {key: value for key, value in metadata.items() if key not in ("host_name", "hostname")}
 
 
 def _valid_text(value: Any, depth: int = METADATA_DEPTH) -> Any:
