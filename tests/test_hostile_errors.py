@@ -59,6 +59,17 @@ def test_metadata_nested_900_deep_is_read_and_5000_deep_is_one_line(tmp_path: Pa
     assert not (tmp_path / "5000.db").exists()
 
 
+def test_gzip_data_damaged_at_its_start_is_one_line(tmp_path: Path) -> None:
+    """The deflate stream broken in its first block (found by the fuzzer: the check for a small file that can be
+    read in a batch decompressed the head and let zlib's error out as a traceback)."""
+    damaged = bytearray(SMALL.read_bytes())
+    damaged[20:40] = b"\xff" * 20
+    trace = tmp_path / "damaged.json.gz"
+    trace.write_bytes(bytes(damaged))
+    assert_one_line_error(traceview("ingest", trace, "-o", tmp_path / "out.db"), trace, "truncated or corrupt")
+    assert not (tmp_path / "out.db").exists()
+
+
 def test_a_symbolic_link_loop_in_an_input_directory_is_one_line(tmp_path: Path) -> None:
     ranks = tmp_path / "ranks"
     ranks.mkdir()

@@ -71,7 +71,7 @@ def _batchable(path: Path, options: IngestOptions) -> bool:
     try:
         with gzip.open(path) if head == b"\x1f\x8b" else open(path, "rb") as handle:
             start = handle.read(4096).lstrip()[:1]
-    except (OSError, EOFError):
+    except jsonstream.gzip_errors():  # damaged gzip: read alone, where the error is worded for the file
         return False
     return start == b"{"
 
