@@ -3,6 +3,9 @@
 Each command parses its arguments, calls one library function and renders the rows with output.render.
 Errors from the library (TraceviewError) become one stderr line `error: FILE: problem — what to do` and
 exit code 2; --debug shows the traceback instead.
+
+The library (api, sqllib: DuckDB and the stages) is imported inside each command, so `--help` and a short
+command load only what they run; the options' types come from light modules (tests/test_startup.py).
 """
 
 from __future__ import annotations
@@ -10,36 +13,28 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import duckdb
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, Task, TaskID, TextColumn, TimeRemainingColumn
-from rich.text import Text
 
-from . import api, sqllib
 from . import diff as diff_stage
+from .choices import Kind
 from .errors import TraceviewError, UsageError
-from .ingest import (
-    STAGE_COMMIT,
-    STAGE_NESTING,
-    STAGE_SEGMENTATION,
-    STAGE_TABLES,
-    IngestOptions,
-    parse_memory_limit,
-    parse_steps,
-    parse_time_window,
-)
+from .ingest import IngestOptions, parse_memory_limit, parse_steps, parse_time_window
 from .output import Format, render
 from .segment import Method, SegmentOptions
 from .segment.report import INSTANCE_COLUMNS
 from .version import __version__
 
+if TYPE_CHECKING:
+    from . import api
+
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # click's plain help: typer's rich help loads rich.markdown and markdown_it (~0.1 s)
     help="Per-transformer-layer analysis of GPU profiler traces (PyTorch profiler and Nsight Systems).",
 )
 stderr = Console(stderr=True, highlight=False, soft_wrap=True)  # one message, one line: no wrapping
@@ -110,7 +105,10 @@ def ingest(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Read traces into a DuckDB database, then find steps and layers (atomic: on error nothing is written)."""
-    with _progress() as progress:
+    from . import api
+    from .progress import StderrProgress
+
+    with StderrProgress(stderr) as progress:
         options = IngestOptions(
             label=label,
             replace=replace,
@@ -137,6 +135,8 @@ def ingest(
 @app.command()
 def info(database: DbArg, fmt: FormatOpt = Format.table) -> None:
     """Summarize every run in a database: counts, span, devices, data-loss counters."""
+    from . import api
+
     with api.connect(database) as con:
         rows = [_summary_row(api.summarize(con, run_id)) for run_id in api.run_ids(con)]
         losses = api.data_loss(con)
@@ -152,6 +152,10 @@ def sql(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Run one SQL statement against a database, read-only."""
+    import duckdb
+
+    from . import api
+
     with api.connect(database) as con:
         try:
             result = con.execute(query)
@@ -182,6 +186,8 @@ def diff(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Compare two runs layer by layer: kernels, µs, exposed communication, fused and new kernels."""
+    from . import api
+
     result = api.diff(a, b, label_a, label_b)
     emit(render_diff(result, fmt, by_rank))
     if fail_if_slower is not None and diff_stage.is_slower(result, fail_if_slower, metric):
@@ -224,7 +230,7 @@ def plot(
     database: DbArg,
     output: Annotated[Path, typer.Option("--output", "-o", help="Picture to write: .png, .svg or .pdf.")],
     other: Annotated[Path | None, typer.Argument(help="Second database, run B (for --kind diff).")] = None,
-    kind: Annotated[api.plotdata.Kind, typer.Option(help="Which picture.")] = api.plotdata.Kind.timeline,
+    kind: Annotated[Kind, typer.Option(help="Which picture.")] = Kind.timeline,
     run: RunOpt = None,
     run_b: RunBOpt = None,
     step: Annotated[
@@ -235,6 +241,8 @@ def plot(
     rank: Annotated[int | None, typer.Option(help="Rank (default: the lowest; layers: all ranks).")] = None,
 ) -> None:
     """Draw a picture: one step's timeline, a stacked bar per layer, or two runs side by side per layer."""
+    from . import api
+
     path = api.plot(database, output, kind, other, run, run_b, step, layers, rank)
     stderr.print(f"wrote {path}", markup=False)
 
@@ -248,6 +256,8 @@ def report(
     run_b: RunBOpt = None,
 ) -> None:
     """Write one self-contained HTML report (tables and pictures; the comparison when given two runs)."""
+    from . import api
+
     path = api.report(database, output, other, run, run_b)
     stderr.print(f"wrote {path}", markup=False)
 
@@ -261,6 +271,8 @@ def export(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Write a run as Chrome-trace JSON for the Perfetto UI: steps and layers as tracks above the GPU streams."""
+    from . import api
+
     stats = api.export(database, output, run, rank)
     emit(render([vars(stats)], fmt, title=f"{output}: open it in the Perfetto UI"))
 
@@ -274,6 +286,8 @@ def export(
 @app.command("queries")
 def list_queries(fmt: FormatOpt = Format.table) -> None:
     """List the queries of the SQL library (queries/*.sql): name, parameters, what each answers."""
+    from . import sqllib
+
     rows = [
         {
             "name": q.name,
@@ -296,6 +310,8 @@ def query(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Run one query of the SQL library, with its parameters bound as values."""
+    from . import api, sqllib
+
     params = dict(_key_value(p) for p in param or ())
     with api.connect(database) as con:
         columns, rows = sqllib.run_query(con, name, params)
@@ -323,6 +339,8 @@ def overlap(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Compute/communication overlap per rank as HTA defines it: (comm ∩ compute) / comm, and the window it covers."""
+    from . import api, sqllib
+
     if like_hta and steps:
         raise UsageError(None, "--like-hta takes no --steps", "HTA measures its own kernel set; drop one of them")
     with api.connect(database) as con:
@@ -379,6 +397,8 @@ def layers(
 
     json and csv: one row per (rank, step, layer) instance; with --by-rank, one row per (rank, layer).
     """
+    from . import api
+
     result = api.layers(database, run)
     per_rank, widest = api.layer_ranks(database, run)
     if fmt in (Format.json, Format.csv):
@@ -412,6 +432,8 @@ def segment(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Find steps and layers again in an ingested database (replaces the previous segmentation)."""
+    from . import api
+
     options = SegmentOptions(method=method, layer_pattern=layer_pattern, step_pattern=step_pattern)
     results = api.segment(database, options, run)
     rows = [
@@ -461,68 +483,6 @@ def _summary_row(summary: api.RunSummary) -> dict[str, object]:
         "devices": ", ".join(summary.device_names),
         "warnings": len(summary.warnings),
     }
-
-
-STAGE_WORDS = {
-    STAGE_TABLES: "tables: building the schema's tables",
-    STAGE_NESTING: "nesting: CPU ranges, launch links, counters",
-    STAGE_SEGMENTATION: "segmentation: steps, layers, busy time",
-    STAGE_COMMIT: "commit: writing the database",
-}
-
-
-class _BytesColumn(DownloadColumn):
-    """Bytes read so far, on the lines that count bytes (a file being read); nothing on the others."""
-
-    def render(self, task: Task) -> Text:
-        return super().render(task) if task.fields.get("bytes") else Text("")
-
-
-class StageProgress:
-    """Progress of an ingest on a rich Progress: one line per stage, the running one last.
-
-    A line never moves backwards (two readers of one file report their positions in turn: the line shows the
-    furthest), and a stage that starts completes the lines before it, so the screen names what is running.
-    """
-
-    def __init__(self, bar: Progress) -> None:
-        self.bar = bar
-        self.tasks: dict[str, TaskID] = {}
-
-    def __call__(self, what: str, done: int, total: int) -> None:
-        if what not in self.tasks:
-            self._finish_all()
-            counts_bytes = total >= 1024  # a file's size; stage counts and announcements are small
-            self.tasks[what] = self.bar.add_task(STAGE_WORDS.get(what, what), total=total or None, bytes=counts_bytes)
-        task = self.tasks[what]
-        shown = self.bar.tasks[self._index(task)]
-        self.bar.update(task, completed=max(shown.completed, done), total=total or shown.total)
-
-    def _finish_all(self) -> None:
-        for task in self.tasks.values():
-            shown = self.bar.tasks[self._index(task)]
-            self.bar.update(task, total=shown.total or 1, completed=shown.total or 1)
-
-    def _index(self, task: TaskID) -> int:
-        return next(i for i, t in enumerate(self.bar.tasks) if t.id == task)
-
-
-class _progress:
-    """A progress display on stderr for ingest (StageProgress); silent when stderr is not a terminal."""
-
-    def __enter__(self) -> api.Progress | None:
-        if not sys.stderr.isatty():
-            self._bar = None
-            return None
-        self._bar = Progress(
-            TextColumn("{task.description}"), BarColumn(), _BytesColumn(), TimeRemainingColumn(), console=stderr
-        )
-        self._bar.start()
-        return StageProgress(self._bar)
-
-    def __exit__(self, *exc: object) -> None:
-        if self._bar is not None:
-            self._bar.stop()
 
 
 def main() -> None:

@@ -17,14 +17,15 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import duckdb
-
-from ..db import first_row
 from ..errors import BadInputError
 from ..stepsel import format_steps
 from ..version import __version__
 from . import common, jsonstream
+
+if TYPE_CHECKING:
+    import duckdb
 
 KINETO = "kineto"
 NSYS = "nsys"
@@ -336,6 +337,8 @@ def default_label(source: Source, options: IngestOptions | None = None) -> str:
 
 def labelled_run(con: duckdb.DuckDBPyConnection, label: str) -> tuple[int, str] | None:
     """(run id, source SHA-256) of the run labelled `label`, else None."""
+    from ..db import first_row  # db loads DuckDB: not needed to build the CLI's options
+
     row = first_row(con.execute("SELECT run_id, source_sha256 FROM runs WHERE label = ?", [label]).fetchall())
     return (row[0], row[1]) if row else None
 

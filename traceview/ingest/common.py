@@ -12,10 +12,12 @@ import csv
 import re
 from dataclasses import dataclass
 from importlib import resources
-
-import duckdb
+from typing import TYPE_CHECKING
 
 from .kernel_names import short_kernel_name
+
+if TYPE_CHECKING:
+    import duckdb
 
 
 @dataclass(frozen=True)
