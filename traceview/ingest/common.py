@@ -1,9 +1,9 @@
 """Steps every backend shares once its rows are in the schema's tables.
 
 Reads and writes: the schema's tables for one run (`run_id`). Backends call `short_names_table`,
-`kernel_class_table`, `launch_table` and `range_nesting_sql` while loading; `finish_run` then nests CPU ranges
-where a backend did not (after --time-window/--steps cuts), and records the run's span and counters in
-`ingest_stats`.
+`kernel_class_table`, `launch_table` and the range nesting (ingest/nesting.py) while loading; `finish_run` then
+nests CPU ranges where a backend did not (after --time-window/--steps cuts), and records the run's span and
+counters in `ingest_stats`.
 """
 
 from __future__ import annotations
@@ -120,7 +120,9 @@ def count_shared_correlations(con: duckdb.DuckDBPyConnection, run_id: int, same_
 
 
 def compute_range_nesting(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
-    """Fill cpu_ranges.depth and parent_id of a run's ranges (see range_nesting_table)."""
+    """Fill cpu_ranges.depth and parent_id of a run's ranges (see ingest/nesting.py)."""
+    from .nesting import range_nesting_table  # numpy and pandas: loaded by an ingest, not with the CLI
+
     range_nesting_table(
         con,
         f"""(SELECT range_id, rank, pid, tid, start_ns, end_ns, kind FROM cpu_ranges
@@ -133,11 +135,6 @@ def compute_range_nesting(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
         """,
         [run_id],
     )
-
-
-def range_nesting_table(con: duckdb.DuckDBPyConnection, ranges: str) -> None:
-    """Create temp table `_range_parent(range_id, depth, parent_id)` from range_nesting_sql(`ranges`)."""
-    con.execute(f"CREATE OR REPLACE TEMP TABLE _range_parent AS {range_nesting_sql(ranges)}")
 
 
 def range_nesting_sql(
