@@ -137,46 +137,6 @@ def compute_range_nesting(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
     )
 
 
-def range_nesting_sql(
-    ranges: str, thread: str = "rank, pid, tid", key: str = "range_id", nests: str = "kind <> 'mark'"
-) -> str:
-    """A query of (`key`, depth, parent_id): nesting among the ranges of one thread.
-
-    `ranges` is a table, CTE or parenthesized query with `key`, the `thread` columns (together they name a
-    thread), start_ns and end_ns; only its rows where `nests` holds take part (marks do not nest and are absent).
-    Ranges are ordered by (start, longer first). Depth is the number of ranges of the thread open at a range's
-    start (+1 at each start, -1 at each end, ends before starts at equal times); the parent is the
-    latest-starting range one level up that started no later (an ASOF join). parent_id is meaningful only
-    where depth > 0. A backend may run it inside its INSERT, so that nothing of it is kept in a temp table until
-    the ingest commits; the fewer and narrower the thread columns, the cheaper its sort (nsys packs a thread
-    into one BIGINT).
-
-    The running sum is one window over all threads, ordered by thread first, not one per thread: each range's
-    two edges are on its thread, so every thread's edges sum to 0 and the sum restarts at 0 where the next
-    thread begins. Measured with DuckDB 2.0 on 1.3 M edges: 0.25 s; PARTITION BY rank, pid, tid took 1.3 s.
-    """
-    same_thread = " AND ".join(f"c.{c.strip()} IS NOT DISTINCT FROM p.{c.strip()}" for c in thread.split(","))
-    return f"""
-        WITH r AS (
-            SELECT {key} AS id, {thread}, start_ns, end_ns FROM {ranges} WHERE {nests}
-        ), edges AS (
-            SELECT {thread}, start_ns AS t, 1 AS delta, -end_ns AS tiebreak, id FROM r
-            UNION ALL
-            SELECT {thread}, end_ns AS t, -1 AS delta, NULL, NULL FROM r
-        ), running AS (
-            SELECT id, {thread}, t,
-                   sum(delta) OVER (ORDER BY {thread}, t, delta, tiebreak, id ROWS UNBOUNDED PRECEDING) - 1 AS depth
-            FROM edges
-        ), depths AS MATERIALIZED (  -- each range's depth at its start
-            SELECT id, {thread}, t AS start_ns, greatest(depth, 0)::INTEGER AS depth
-            FROM running WHERE id IS NOT NULL
-        )
-        SELECT c.id AS {key}, c.depth, p.id AS parent_id
-        FROM depths c
-        ASOF LEFT JOIN depths p ON {same_thread} AND c.depth = p.depth + 1 AND c.start_ns >= p.start_ns
-        """
-
-
 def apply_window(
     con: duckdb.DuckDBPyConnection,
     run_id: int,
@@ -339,7 +299,7 @@ def record_link_stats(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
 def finish_run(con: duckdb.DuckDBPyConnection, run_id: int, ranges_nested: bool = False) -> None:
     """Nesting, span and counters: what is the same for every backend.
 
-    A backend that nested ranges while inserting (range_nesting_sql) says so, and that pass is skipped.
+    A backend that nested ranges while inserting (ingest/nesting.py) says so, and that pass is skipped.
     """
     if not ranges_nested:
         compute_range_nesting(con, run_id)

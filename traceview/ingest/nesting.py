@@ -42,11 +42,7 @@ def range_nesting_table(
             WHERE {nests} ORDER BY {columns}, start_ns, end_ns DESC, {key}"""
     ).fetchnumpy()
     ids = np.asarray(data["id"], dtype=np.int64)
-    depth, parent = nest(
-        _thread_heads([data[c] for c in thread], len(ids)),
-        np.asarray(data["start_ns"], dtype=np.int64),
-        np.asarray(data["end_ns"], dtype=np.int64),
-    )
+    depth, parent = nest(thread_heads([data[c] for c in thread], len(ids)), data["start_ns"], data["end_ns"])
     parent_id = pd.arrays.IntegerArray(ids[np.maximum(parent, 0)] if len(ids) else ids, parent < 0)
     frame = pd.DataFrame({key: ids, "depth": depth.astype(np.int32), "parent_id": parent_id})
     con.register("_range_parent_frame", frame)
@@ -54,7 +50,7 @@ def range_nesting_table(
     con.unregister("_range_parent_frame")
 
 
-def _thread_heads(columns: list[np.ndarray], n: int) -> np.ndarray:
+def thread_heads(columns: list[np.ndarray], n: int) -> np.ndarray:
     """True where a row starts a thread (any thread column differs from the row before; NULL equals NULL)."""
     heads = np.zeros(n, dtype=bool)
     heads[:1] = True
@@ -74,6 +70,7 @@ def nest(heads: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndar
     only ranges after it that end by its start). The parent is the latest range before it on the thread one
     level up (depth rises by at most one from one range to the next, so there is one).
     """
+    start, end = np.asarray(start, dtype=np.int64), np.asarray(end, dtype=np.int64)
     n = len(start)
     if n == 0:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
