@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.progress import Progress
 
 import traceview
-from traceview.cli import StageProgress
+from traceview.progress import StageProgress
 from traceview.version import __version__
 
 

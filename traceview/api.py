@@ -17,6 +17,7 @@ import duckdb
 from . import db, plotdata, sqllib
 from . import diff as diff_stage
 from . import export as export_stage
+from .choices import Kind
 from .db import first_row
 from .errors import DatabaseError, OutputError, os_problem
 from .ingest import (
@@ -317,7 +318,7 @@ def layer_ranks(database: str | Path, run: str | None = None) -> tuple[list[dict
 
 def figure(
     database: str | Path,
-    kind: plotdata.Kind | str = plotdata.Kind.timeline,
+    kind: Kind | str = Kind.timeline,
     other: str | Path | None = None,
     run: str | None = None,
     run_b: str | None = None,
@@ -328,13 +329,13 @@ def figure(
     """A matplotlib Figure of one run (timeline, layers) or of two runs (diff: `other` or `run_b` is run B)."""
     from . import plot as plot_stage
 
-    kind = plotdata.Kind(kind)
+    kind = Kind(kind)
     layer_range = plotdata.parse_layer_range(layers) if isinstance(layers, str) else layers
     with connect(database) as con:
         ref = diff_stage.resolve_run(con, run, str(database))
-        if kind is plotdata.Kind.timeline:
+        if kind is Kind.timeline:
             return plot_stage.timeline_figure(plotdata.timeline(ref, rank, step, layer_range))
-        if kind is plotdata.Kind.layers:
+        if kind is Kind.layers:
             rows, scope = plotdata.layer_breakdown(ref, rank, step, layer_range)
             return plot_stage.layers_figure(rows, ref.label, scope)
         if other is None and run_b is None:
@@ -349,7 +350,7 @@ def figure(
 def plot(
     database: str | Path,
     output: str | Path,
-    kind: plotdata.Kind | str = plotdata.Kind.timeline,
+    kind: Kind | str = Kind.timeline,
     other: str | Path | None = None,
     run: str | None = None,
     run_b: str | None = None,

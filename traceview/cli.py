@@ -3,6 +3,9 @@
 Each command parses its arguments, calls one library function and renders the rows with output.render.
 Errors from the library (TraceviewError) become one stderr line `error: FILE: problem — what to do` and
 exit code 2; --debug shows the traceback instead.
+
+The library (api, sqllib: DuckDB and the stages) is imported inside each command, so `--help` and a short
+command load only what they run; the options' types come from light modules (tests/test_startup.py).
 """
 
 from __future__ import annotations
@@ -13,37 +16,28 @@ import signal
 import sys
 import warnings
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import duckdb
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, Task, TaskID, TextColumn, TimeRemainingColumn
-from rich.text import Text
 
-from . import api, db, sqllib
 from . import diff as diff_stage
+from .choices import Kind
 from .errors import TraceviewError, UsageError, os_problem
-from .ingest import (
-    STAGE_COMMIT,
-    STAGE_NESTING,
-    STAGE_SEGMENTATION,
-    STAGE_TABLES,
-    IngestOptions,
-    parse_memory_limit,
-    parse_pattern,
-    parse_steps,
-    parse_time_window,
-)
+from .ingest import IngestOptions, parse_memory_limit, parse_pattern, parse_steps, parse_time_window
 from .output import Format, printable, printable_lines, render
 from .segment import Method, SegmentOptions
 from .segment.report import INSTANCE_COLUMNS
 from .version import __version__
 
+if TYPE_CHECKING:
+    from . import api
+
 app = typer.Typer(
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # click's plain help: typer's rich help loads rich.markdown and markdown_it (~0.1 s)
     help="Per-transformer-layer analysis of GPU profiler traces (PyTorch profiler and Nsight Systems).",
 )
 # One message, one line (no wrapping); text from traces and file names is never markup or emoji codes.
@@ -127,7 +121,10 @@ def ingest(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Read traces into a DuckDB database, then find steps and layers (atomic: on error nothing is written)."""
-    with _progress() as progress:
+    from . import api
+    from .progress import StderrProgress
+
+    with StderrProgress(stderr) as progress:
         options = IngestOptions(
             label=label,
             replace=replace,
@@ -157,6 +154,8 @@ def ingest(
 @app.command()
 def info(database: DbArg, fmt: FormatOpt = Format.table) -> None:
     """Summarize every run in a database: counts, span, devices, data-loss counters."""
+    from . import api
+
     with api.connect(database) as con:
         rows = [_summary_row(api.summarize(con, run_id)) for run_id in api.run_ids(con)]
         losses = api.data_loss(con)
@@ -172,6 +171,10 @@ def sql(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Run one SQL statement against a database, read-only."""
+    import duckdb
+
+    from . import api, db
+
     with api.connect(database) as con:
         try:
             result = con.execute(query)
@@ -203,6 +206,8 @@ def diff(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Compare two runs layer by layer: kernels, µs, exposed communication, fused and new kernels."""
+    from . import api
+
     result = api.diff(a, b, label_a, label_b)
     emit(render_diff(result, fmt, by_rank))
     if fail_if_slower is not None and diff_stage.is_slower(result, fail_if_slower, metric):
@@ -245,7 +250,7 @@ def plot(
     database: DbArg,
     output: Annotated[Path, typer.Option("--output", "-o", help="Picture to write: .png, .svg or .pdf.")],
     other: Annotated[Path | None, typer.Argument(help="Second database, run B (for --kind diff).")] = None,
-    kind: Annotated[api.plotdata.Kind, typer.Option(help="Which picture.")] = api.plotdata.Kind.timeline,
+    kind: Annotated[Kind, typer.Option(help="Which picture.")] = Kind.timeline,
     run: RunOpt = None,
     run_b: RunBOpt = None,
     step: Annotated[
@@ -256,6 +261,8 @@ def plot(
     rank: Annotated[int | None, typer.Option(help="Rank (default: the lowest; layers: all ranks).")] = None,
 ) -> None:
     """Draw a picture: one step's timeline, a stacked bar per layer, or two runs side by side per layer."""
+    from . import api
+
     path = api.plot(database, output, kind, other, run, run_b, step, layers, rank)
     say(f"wrote {path}")
 
@@ -269,6 +276,8 @@ def report(
     run_b: RunBOpt = None,
 ) -> None:
     """Write one self-contained HTML report (tables and pictures; the comparison when given two runs)."""
+    from . import api
+
     path = api.report(database, output, other, run, run_b)
     say(f"wrote {path}")
 
@@ -282,6 +291,8 @@ def export(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Write a run as Chrome-trace JSON for the Perfetto UI: steps and layers as tracks above the GPU streams."""
+    from . import api
+
     stats = api.export(database, output, run, rank)
     emit(render([vars(stats)], fmt, title=f"{output}: open it in the Perfetto UI"))
 
@@ -295,6 +306,8 @@ def export(
 @app.command("queries")
 def list_queries(fmt: FormatOpt = Format.table) -> None:
     """List the queries of the SQL library (queries/*.sql): name, parameters, what each answers."""
+    from . import sqllib
+
     rows = [
         {
             "name": q.name,
@@ -317,6 +330,8 @@ def query(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Run one query of the SQL library, with its parameters bound as values."""
+    from . import api, sqllib
+
     params = dict(_key_value(p) for p in param or ())
     with api.connect(database) as con:
         columns, rows = sqllib.run_query(con, name, params)
@@ -344,6 +359,8 @@ def overlap(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Compute/communication overlap per rank as HTA defines it: (comm ∩ compute) / comm, and the window it covers."""
+    from . import api, sqllib
+
     if like_hta and steps:
         raise UsageError(None, "--like-hta takes no --steps", "HTA measures its own kernel set; drop one of them")
     with api.connect(database) as con:
@@ -400,6 +417,8 @@ def layers(
 
     json and csv: one row per (rank, step, layer) instance; with --by-rank, one row per (rank, layer).
     """
+    from . import api
+
     result = api.layers(database, run)
     per_rank, widest = api.layer_ranks(database, run)
     if fmt in (Format.json, Format.csv):
@@ -433,6 +452,8 @@ def segment(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Find steps and layers again in an ingested database (replaces the previous segmentation)."""
+    from . import api
+
     options = _segment_options(method, layer_pattern, step_pattern)
     results = api.segment(database, options, run)
     rows = [
@@ -493,74 +514,6 @@ def _summary_row(summary: api.RunSummary) -> dict[str, object]:
     }
 
 
-STAGE_WORDS = {
-    STAGE_TABLES: "tables: building the schema's tables",
-    STAGE_NESTING: "nesting: CPU ranges, launch links, counters",
-    STAGE_SEGMENTATION: "segmentation: steps, layers, busy time",
-    STAGE_COMMIT: "commit: writing the database",
-}
-
-
-class _BytesColumn(DownloadColumn):
-    """Bytes read so far, on the lines that count bytes (a file being read); nothing on the others."""
-
-    def render(self, task: Task) -> Text:
-        return super().render(task) if task.fields.get("bytes") else Text("")
-
-
-class StageProgress:
-    """Progress of an ingest on a rich Progress: one line per stage, the running one last.
-
-    A line never moves backwards (two readers of one file report their positions in turn: the line shows the
-    furthest), and a stage that starts completes the lines before it, so the screen names what is running.
-    """
-
-    def __init__(self, bar: Progress) -> None:
-        self.bar = bar
-        self.tasks: dict[str, TaskID] = {}
-
-    def __call__(self, what: str, done: int, total: int) -> None:
-        if what not in self.tasks:
-            self._finish_all()
-            counts_bytes = total >= 1024  # a file's size; stage counts and announcements are small
-            self.tasks[what] = self.bar.add_task(
-                printable(STAGE_WORDS.get(what, what)), total=total or None, bytes=counts_bytes
-            )
-        task = self.tasks[what]
-        shown = self.bar.tasks[self._index(task)]
-        self.bar.update(task, completed=max(shown.completed, done), total=total or shown.total)
-
-    def _finish_all(self) -> None:
-        for task in self.tasks.values():
-            shown = self.bar.tasks[self._index(task)]
-            self.bar.update(task, total=shown.total or 1, completed=shown.total or 1)
-
-    def _index(self, task: TaskID) -> int:
-        return next(i for i, t in enumerate(self.bar.tasks) if t.id == task)
-
-
-class _progress:
-    """A progress display on stderr for ingest (StageProgress); silent when stderr is not a terminal."""
-
-    def __enter__(self) -> api.Progress | None:
-        if not sys.stderr.isatty():
-            self._bar = None
-            return None
-        self._bar = Progress(
-            TextColumn("{task.description}", markup=False),
-            BarColumn(),
-            _BytesColumn(),
-            TimeRemainingColumn(),
-            console=stderr,
-        )
-        self._bar.start()
-        return StageProgress(self._bar)
-
-    def __exit__(self, *exc: object) -> None:
-        if self._bar is not None:
-            self._bar.stop()
-
-
 def main() -> None:
     """Entry point: run the app, turning library errors into one line and an exit code."""
     for terminating in TERMINATING:
@@ -589,6 +542,8 @@ def main() -> None:
     except Exception as error:  # click's usage errors (typer's own copy of click) arrive here
         if isinstance(error, RuntimeError) and str(error) == "Query interrupted":
             _exit_interrupted()  # DuckDB turns a Ctrl-C during a query into this RuntimeError
+        from . import db
+
         damaged = db.damage_error(error)  # a damaged block met while reading a database
         if damaged is not None and not _state["debug"]:
             say(f"error: {damaged}")

@@ -18,7 +18,7 @@ from typing import Any
 
 import duckdb
 
-from .errors import DatabaseError, os_problem
+from .errors import DatabaseError, is_text, os_problem
 from .scratch import process_exists, scratch_directory
 from .version import SCHEMA_VERSION
 
@@ -36,15 +36,6 @@ def duckdb_connect(path: str = ":memory:", read_only: bool = False) -> duckdb.Du
     con = duckdb.connect(path, read_only=read_only, config=CONNECT_CONFIG)
     con.execute("SET enable_progress_bar = false")
     return con
-
-
-def is_text(text: str) -> bool:
-    """Whether `text` can be stored as UTF-8: not a name holding bytes of no encoding (read as lone surrogates)."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def first_row(rows: list[tuple[Any, ...]]) -> tuple[Any, ...] | None:

@@ -15,11 +15,12 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
-
-import duckdb
+from typing import TYPE_CHECKING, Any
 
 from .errors import DatabaseError
+
+if TYPE_CHECKING:
+    import duckdb
 
 Row = dict[str, Any]
 METRICS = ("kernels", "span_us", "busy_us", "comm_us", "exposed_comm_us")

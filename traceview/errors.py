@@ -76,3 +76,12 @@ def os_problem(error: BaseException) -> tuple[str, str] | None:
         return (error.strerror or str(error)).lower(), "check the path"
     text = str(error)
     return next((problem for code, problem in OS_PROBLEMS.items() if os.strerror(code) in text), None)
+
+
+def is_text(text: str) -> bool:
+    """Whether `text` can be stored as UTF-8: not a name holding bytes of no encoding (read as lone surrogates)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from enum import Enum
 from typing import Any
 
 import duckdb
@@ -24,14 +23,6 @@ from .stepsel import format_steps
 Row = dict[str, Any]
 # Phases in the order comparisons prefer them (as in diff.py): decode steps are the steady state of inference.
 PHASE_PREFERENCE = ("decode", "unknown", "prefill")
-
-
-class Kind(str, Enum):
-    """The pictures `traceview plot` draws."""
-
-    timeline = "timeline"
-    layers = "layers"
-    diff = "diff"
 
 
 @dataclass(frozen=True)

@@ -19,15 +19,16 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import duckdb
-
-from ..db import duckdb_connect, first_row, is_text
-from ..errors import BadInputError, TraceviewError, UsageError, os_problem
+from ..errors import BadInputError, TraceviewError, UsageError, is_text, os_problem
 from ..scratch import scratch_directory
 from ..stepsel import format_steps
 from ..version import __version__
 from . import common, jsonstream, spool
+
+if TYPE_CHECKING:
+    import duckdb
 
 KINETO = "kineto"
 NSYS = "nsys"
@@ -149,6 +150,10 @@ def parse_steps(text: str) -> tuple[int, ...]:
 def parse_pattern(option: str, text: str) -> str:
     """A regular expression given with `option` (--comm-pattern, --layer-pattern, --step-pattern), checked by both
     engines that may read it, Python's re and DuckDB's RE2 (no look-around); UsageError when either refuses it."""
+    import duckdb  # loaded only by the commands that take a pattern
+
+    from ..db import duckdb_connect
+
     try:
         re.compile(text)
         with duckdb_connect() as con:
@@ -435,6 +440,8 @@ def default_label(source: Source, options: IngestOptions | None = None) -> str:
 
 def labelled_run(con: duckdb.DuckDBPyConnection, label: str) -> tuple[int, str] | None:
     """(run id, source SHA-256) of the run labelled `label`, else None."""
+    from ..db import first_row  # db loads DuckDB: not needed to build the CLI's options
+
     row = first_row(con.execute("SELECT run_id, source_sha256 FROM runs WHERE label = ?", [label]).fetchall())
     return (row[0], row[1]) if row else None
 

@@ -1,9 +1,9 @@
 """Steps every backend shares once its rows are in the schema's tables.
 
 Reads and writes: the schema's tables for one run (`run_id`). Backends call `short_names_table`,
-`kernel_class_table`, `launch_table` and `range_nesting_sql` while loading; `finish_run` then nests CPU ranges
-where a backend did not (after --time-window/--steps cuts), and records the run's span and counters in
-`ingest_stats`.
+`kernel_class_table`, `launch_table` and the range nesting (ingest/nesting.py) while loading; `finish_run` then
+nests CPU ranges where a backend did not (after --time-window/--steps cuts), and records the run's span and
+counters in `ingest_stats`.
 """
 
 from __future__ import annotations
@@ -12,10 +12,12 @@ import csv
 import re
 from dataclasses import dataclass
 from importlib import resources
-
-import duckdb
+from typing import TYPE_CHECKING
 
 from .kernel_names import short_kernel_name
+
+if TYPE_CHECKING:
+    import duckdb
 
 
 @dataclass(frozen=True)
@@ -118,7 +120,9 @@ def count_shared_correlations(con: duckdb.DuckDBPyConnection, run_id: int, same_
 
 
 def compute_range_nesting(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
-    """Fill cpu_ranges.depth and parent_id of a run's ranges (see range_nesting_table)."""
+    """Fill cpu_ranges.depth and parent_id of a run's ranges (see ingest/nesting.py)."""
+    from .nesting import range_nesting_table  # numpy and pandas: loaded by an ingest, not with the CLI
+
     range_nesting_table(
         con,
         f"""(SELECT range_id, rank, pid, tid, start_ns, end_ns, kind FROM cpu_ranges
@@ -131,51 +135,6 @@ def compute_range_nesting(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
         """,
         [run_id],
     )
-
-
-def range_nesting_table(con: duckdb.DuckDBPyConnection, ranges: str) -> None:
-    """Create temp table `_range_parent(range_id, depth, parent_id)` from range_nesting_sql(`ranges`)."""
-    con.execute(f"CREATE OR REPLACE TEMP TABLE _range_parent AS {range_nesting_sql(ranges)}")
-
-
-def range_nesting_sql(
-    ranges: str, thread: str = "rank, pid, tid", key: str = "range_id", nests: str = "kind <> 'mark'"
-) -> str:
-    """A query of (`key`, depth, parent_id): nesting among the ranges of one thread.
-
-    `ranges` is a table, CTE or parenthesized query with `key`, the `thread` columns (together they name a
-    thread), start_ns and end_ns; only its rows where `nests` holds take part (marks do not nest and are absent).
-    Ranges are ordered by (start, longer first). Depth is the number of ranges of the thread open at a range's
-    start (+1 at each start, -1 at each end, ends before starts at equal times); the parent is the
-    latest-starting range one level up that started no later (an ASOF join). parent_id is meaningful only
-    where depth > 0. A backend may run it inside its INSERT, so that nothing of it is kept in a temp table until
-    the ingest commits; the fewer and narrower the thread columns, the cheaper its sort (nsys packs a thread
-    into one BIGINT).
-
-    The running sum is one window over all threads, ordered by thread first, not one per thread: each range's
-    two edges are on its thread, so every thread's edges sum to 0 and the sum restarts at 0 where the next
-    thread begins. Measured with DuckDB 2.0 on 1.3 M edges: 0.25 s; PARTITION BY rank, pid, tid took 1.3 s.
-    """
-    same_thread = " AND ".join(f"c.{c.strip()} IS NOT DISTINCT FROM p.{c.strip()}" for c in thread.split(","))
-    return f"""
-        WITH r AS (
-            SELECT {key} AS id, {thread}, start_ns, end_ns FROM {ranges} WHERE {nests}
-        ), edges AS (
-            SELECT {thread}, start_ns AS t, 1 AS delta, -end_ns AS tiebreak, id FROM r
-            UNION ALL
-            SELECT {thread}, end_ns AS t, -1 AS delta, NULL, NULL FROM r
-        ), running AS (
-            SELECT id, {thread}, t,
-                   sum(delta) OVER (ORDER BY {thread}, t, delta, tiebreak, id ROWS UNBOUNDED PRECEDING) - 1 AS depth
-            FROM edges
-        ), depths AS MATERIALIZED (  -- each range's depth at its start
-            SELECT id, {thread}, t AS start_ns, greatest(depth, 0)::INTEGER AS depth
-            FROM running WHERE id IS NOT NULL
-        )
-        SELECT c.id AS {key}, c.depth, p.id AS parent_id
-        FROM depths c
-        ASOF LEFT JOIN depths p ON {same_thread} AND c.depth = p.depth + 1 AND c.start_ns >= p.start_ns
-        """
 
 
 def apply_window(
@@ -340,7 +299,7 @@ def record_link_stats(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
 def finish_run(con: duckdb.DuckDBPyConnection, run_id: int, ranges_nested: bool = False) -> None:
     """Nesting, span and counters: what is the same for every backend.
 
-    A backend that nested ranges while inserting (range_nesting_sql) says so, and that pass is skipped.
+    A backend that nested ranges while inserting (ingest/nesting.py) says so, and that pass is skipped.
     """
     if not ranges_nested:
         compute_range_nesting(con, run_id)

@@ -29,7 +29,7 @@ import duckdb
 from ..db import first_row
 from ..errors import BadInputError
 from ..scratch import scratch_directory
-from . import IngestOptions, LoadedSource, RetryCarefully, Source, common, jsonstream, kineto_batch
+from . import IngestOptions, LoadedSource, RetryCarefully, Source, common, jsonstream, kineto_batch, nesting
 from .kineto_array import MAX_EVENT, array_end, extract_event_array, read_header
 
 FAST_MAX_EVENT = 1 << 24  # the fast path's (DuckDB's default): its read buffers grow with it; larger -> careful path
@@ -512,7 +512,7 @@ def _insert_gpu_activity(con: duckdb.DuckDBPyConnection, run_id: int, comm_patte
 
 
 def _insert_cpu_ranges(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
-    """CPU ranges with their nesting on their thread (ingest/common.py), computed before they are inserted."""
+    """CPU ranges with their nesting on their thread (ingest/nesting.py), computed before they are inserted."""
     range_kind = "CASE cat " + " ".join(f"WHEN '{c}' THEN '{k}'" for c, k in CPU_RANGE_KINDS.items()) + " END"
     con.execute(
         f"""
@@ -525,7 +525,7 @@ def _insert_cpu_ranges(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
         """,
         {"run": run_id},
     )
-    common.range_nesting_table(con, "_r")
+    nesting.range_nesting_table(con, "_r")
     con.execute(
         """
         INSERT INTO cpu_ranges (run_id, rank, range_id, pid, tid, start_ns, end_ns, closed, name, kind, depth,

@@ -33,10 +33,12 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
+import numpy as np
+import pyarrow as pa
 
 from ..db import first_row
 from ..scratch import scratch_directory
-from . import IngestOptions, LoadedSource, Source, common
+from . import IngestOptions, LoadedSource, Source, common, nesting
 from .nsys_export import (
     DRIVER,
     EXPORT_META,
@@ -565,60 +567,88 @@ def _insert_gpu_activity(
 
 
 def _insert_cpu_ranges(con: duckdb.DuckDBPyConnection, params: dict[str, int]) -> None:
-    """NVTX ranges (kind nvtx) and marks (kind mark), nested on their thread while inserting; domain is the domain's
-    name, NULL for the default domain.
+    """NVTX ranges (kind nvtx) and marks (kind mark), with their nesting on their thread (ingest/nesting.py); domain is
+    the domain's name, NULL for the default domain.
 
-    The nesting (common.range_nesting_sql) runs on a narrow CTE (no names), a thread is one key
-    ((pid << 24) | tid; the rank follows from the pid), and the wide columns are joined in once, at the end.
-    Measured with DuckDB 2.0 on 6.4 M ranges under a 1 GiB cap, 2 cores: 11.0 s instead of 13.2 s in the ingest
-    (the edge window sorts 667 MB instead of 871, the ASOF join 229 MB instead of 331, and the named ranges are
-    no longer materialized, spilled and read 3 times; 2.5 GB spilled instead of 5.5)."""
-    marks = ", ".join(map(str, NVTX_MARK_TYPES))
+    Each range's place n in time order (longer first; domain creations are numbered too) and its nesting are found
+    on narrow columns (no names; a thread is one key, (pid << 24) | tid); the insert joins the wide columns once.
+    Measured with DuckDB 2.0 on 6.4 M ranges under a 1 GiB cap, 2 cores: see bench/README.md."""
     domain_rows = f"SELECT 1 FROM _nnvtx WHERE event_type = {NVTX_DOMAIN_CREATE} LIMIT 1"
     has_domains = bool(con.execute(f"SELECT count(*) FROM ({domain_rows})").fetchall()[0][0])
     # Without domain creations, the join with domains (empty) still costs a pass over the wide rows.
     domain_name = "coalesce(d.name, 'domain_' || e.domain_id)" if has_domains else "'domain_' || e.domain_id"
-    domain_join = "LEFT JOIN domains d ON d.pid = o.pid AND d.domain_id = e.domain_id" if has_domains else ""
-    # DuckDB misjudges the size of the CTE and runs the ASOF join of the nesting as a nested loop (21 s instead of
-    # 0.1 s for 66 k ranges) when it expects fewer rows than this threshold.
-    con.execute("SET asof_loop_join_threshold = 0")
-    con.execute(
+    domain_join = "LEFT JOIN domains d ON d.pid = p.pid AND d.domain_id = e.domain_id" if has_domains else ""
+    con.register("_nnested", _nested_ranges(con))
+    try:
+        con.execute(
+            f"""
+            INSERT INTO cpu_ranges (run_id, rank, range_id, pid, tid, start_ns, end_ns, closed, name, kind, domain,
+                                    depth, parent_id)
+            WITH domains AS (
+                SELECT (global_tid >> 24) & 16777215 AS pid, domain_id, arg_min(text, start_ns) AS name
+                FROM _nnvtx WHERE event_type = {NVTX_DOMAIN_CREATE} GROUP BY ALL
+            ), base AS (
+                SELECT coalesce(max(range_id), 0) AS base FROM cpu_ranges WHERE run_id = $run
+            )
+            SELECT $run, p.rank, base.base + f.n, p.pid, e.global_tid & 16777215, e.start_ns + $shift,
+                   {_RANGE_END} + $shift, f.is_mark OR NOT e.open, coalesce(e.text, ''),
+                   CASE WHEN f.is_mark THEN 'mark' ELSE 'nvtx' END,
+                   CASE WHEN coalesce(e.domain_id, 0) <> 0 THEN {domain_name} END,
+                   f.depth, base.base + f.parent_n
+            FROM _nnested f
+            JOIN _nnvtx_closed e ON e.row = f.row
+            JOIN _nproc p ON p.pid IS NOT DISTINCT FROM (e.global_tid >> 24) & 16777215
+            CROSS JOIN base
+            {domain_join}
+            """,
+            params,
+        )
+    finally:
+        con.unregister("_nnested")
+
+
+# A staged NVTX event's end: a mark's is its start; a range that ends before it starts ends at its start.
+_RANGE_END = (
+    f"CASE WHEN e.event_type IN ({', '.join(map(str, NVTX_MARK_TYPES))}) THEN e.start_ns "
+    "ELSE greatest(e.end_ns, e.start_ns) END"
+)
+
+
+def _nested_ranges(con: duckdb.DuckDBPyConnection) -> pa.Table:
+    """(row, n, is_mark, depth, parent_n) of every NVTX range and mark of a ranked process: its staged row, its place
+    in time order, and its nesting among the ranges of its thread (marks: depth 0, no parent)."""
+    marks = ", ".join(map(str, NVTX_MARK_TYPES))
+    data = con.execute(
         f"""
-        INSERT INTO cpu_ranges (run_id, rank, range_id, pid, tid, start_ns, end_ns, closed, name, kind, domain, depth,
-                                parent_id)
-        WITH domains AS (
-            SELECT (global_tid >> 24) & 16777215 AS pid, domain_id, arg_min(text, start_ns) AS name
-            FROM _nnvtx WHERE event_type = {NVTX_DOMAIN_CREATE} GROUP BY ALL
-        ), numbered AS MATERIALIZED (  -- narrow: each range's place n in time order (longer first; domain creations
-                                       -- are numbered too), rank, times and staged row
-            SELECT e.row, e.n, p.rank, e.pid, e.tid, e.is_mark, e.start_ns + $shift AS start_ns,
-                   CASE WHEN e.is_mark THEN e.start_ns ELSE greatest(e.end_ns, e.start_ns) END + $shift AS end_ns
-            FROM (
-                SELECT row, row_number() OVER (ORDER BY start_ns, end_ns DESC, global_tid, row) AS n,
-                       (global_tid >> 24) & 16777215 AS pid, global_tid & 16777215 AS tid,
-                       event_type IN ({marks}) AS is_mark, event_type, start_ns, end_ns
-                FROM _nnvtx_closed
-            ) e
-            JOIN _nproc p ON p.pid IS NOT DISTINCT FROM e.pid
-            WHERE e.event_type <> {NVTX_DOMAIN_CREATE}
-        ), base AS (
-            SELECT coalesce(max(range_id), 0) AS base FROM cpu_ranges WHERE run_id = $run
-        ), threads AS (
-            SELECT n, (pid << 24) | tid AS thread, start_ns, end_ns, is_mark FROM numbered
-        ), nesting AS ({common.range_nesting_sql("threads", thread="thread", key="n", nests="NOT is_mark")})
-        SELECT $run, o.rank, base.base + o.n, o.pid, o.tid, o.start_ns, o.end_ns, o.is_mark OR NOT e.open,
-               coalesce(e.text, ''), CASE WHEN o.is_mark THEN 'mark' ELSE 'nvtx' END,
-               CASE WHEN coalesce(e.domain_id, 0) <> 0 THEN {domain_name} END,
-               coalesce(x.depth, 0), CASE WHEN x.depth > 0 THEN base.base + x.parent_id END
-        FROM numbered o
-        JOIN _nnvtx_closed e ON e.row = o.row
-        CROSS JOIN base
-        LEFT JOIN nesting x ON x.n = o.n
-        {domain_join}
-        """,
-        params,
+        SELECT row, n, (pid << 24) | tid AS thread, is_mark, start_ns, end_ns FROM (
+            SELECT e.row, row_number() OVER (ORDER BY e.start_ns, e.end_ns DESC, e.global_tid, e.row) AS n,
+                   e.event_type, (e.global_tid >> 24) & 16777215 AS pid, e.global_tid & 16777215 AS tid,
+                   e.event_type IN ({marks}) AS is_mark, e.start_ns, {_RANGE_END} AS end_ns
+            FROM _nnvtx_closed e
+        ) o
+        WHERE event_type <> {NVTX_DOMAIN_CREATE}
+          AND EXISTS (SELECT 1 FROM _nproc p WHERE p.pid IS NOT DISTINCT FROM o.pid)
+        ORDER BY thread, start_ns, end_ns DESC, n
+        """
+    ).fetchnumpy()
+    n = np.asarray(data["n"], dtype=np.int64)
+    is_mark = np.asarray(data["is_mark"], dtype=bool)
+    depth = np.zeros(len(n), dtype=np.int32)
+    parent_n = np.zeros(len(n), dtype=np.int64)
+    ranges = ~is_mark
+    heads = nesting.thread_heads([np.ma.asarray(data["thread"])[ranges]], int(ranges.sum()))
+    found, parent = nesting.nest(heads, np.asarray(data["start_ns"])[ranges], np.asarray(data["end_ns"])[ranges])
+    depth[ranges] = found
+    parent_n[ranges] = np.where(parent >= 0, n[ranges][np.maximum(parent, 0)], 0)
+    return pa.table(
+        {
+            "row": np.asarray(data["row"], dtype=np.int64),
+            "n": n,
+            "is_mark": is_mark,
+            "depth": depth,
+            "parent_n": pa.array(parent_n, mask=depth == 0),
+        }
     )
-    con.execute("RESET asof_loop_join_threshold")
 
 
 def _insert_threads(con: duckdb.DuckDBPyConnection, params: dict[str, int]) -> None:

@@ -7,9 +7,11 @@ Reads: `layer_metrics` (the SQL library's view, installed in every database at i
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import duckdb
+if TYPE_CHECKING:
+    import duckdb
+
 
 Row = dict[str, Any]
 

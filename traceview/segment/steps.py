@@ -62,7 +62,7 @@ class StepOutcome:
 
 
 def find_steps(con: duckdb.DuckDBPyConnection, run_id: int, step_pattern: str | None) -> StepOutcome:
-    """Fill `_seg_steps` and `_seg_step_of` for every rank of the run."""
+    """Fill `_seg_steps` and `_seg_step_of` for every rank of the run: a few statements for all ranks together."""
     tiers = _tiers(step_pattern)
     con.execute(
         "CREATE OR REPLACE TEMP TABLE _seg_steps (rank INTEGER, step INTEGER, name VARCHAR, cpu_start BIGINT, "
@@ -70,64 +70,92 @@ def find_steps(con: duckdb.DuckDBPyConnection, run_id: int, step_pattern: str | 
     )
     con.execute("CREATE OR REPLACE TEMP TABLE _seg_step_of (activity_id BIGINT, step INTEGER)")
     ranks = [r[0] for r in con.execute("SELECT DISTINCT rank FROM _seg_a ORDER BY rank").fetchall()]
-    methods = set()
-    for rank in ranks:
-        methods.add(_rank_steps(con, run_id, rank, tiers))
+    annotated = _annotated_steps(con, run_id, tiers)
+    from_kernels = _steps_from_kernels(con, [r for r in ranks if r not in annotated.method_of])
+    _insert_steps(con, [*annotated.rows, *from_kernels.rows])
     _assign_by_launch(con)
     _drop_strays(con)
     count = con.execute("SELECT count(*) FROM _seg_steps").fetchall()[0][0]
-    return StepOutcome(count, tuple(sorted(methods)))
+    methods = {**annotated.method_of, **from_kernels.method_of}
+    return StepOutcome(count, tuple(sorted(set(methods.values()))))
 
 
-def _tiers(step_pattern: str | None) -> list[tuple[str, str]]:
-    tiers = [(PROFILER_STEP, "annotation"), (FRAMEWORK_STEPS, "engine"), (DEFAULT_STEP_PATTERN, "pattern")]
+StepRow = tuple[int, int, str | None, int | None, int | None, str, bool, str]
+"""One row of `_seg_steps`: rank, step, name, cpu_start, cpu_end, phase, warmup, method."""
+
+
+@dataclass(frozen=True)
+class _RankSteps:
+    """Steps found on some ranks: the `_seg_steps` rows and the method of each rank."""
+
+    rows: list[StepRow]
+    method_of: dict[int, str]
+
+
+def _tiers(step_pattern: str | None) -> list[tuple[str | None, str]]:
+    """(pattern, method) in the order they are tried; the first is `--step-pattern` (None when not given)."""
     if step_pattern:
         re.compile(step_pattern)
-        tiers.insert(0, (step_pattern, "pattern"))
-    return tiers
+    tiers = [(PROFILER_STEP, "annotation"), (FRAMEWORK_STEPS, "engine"), (DEFAULT_STEP_PATTERN, "pattern")]
+    return [(step_pattern, "pattern"), *tiers]
 
 
-def _rank_steps(con: duckdb.DuckDBPyConnection, run_id: int, rank: int, tiers: list[tuple[str, str]]) -> str:
-    for pattern, method in tiers:
-        ranges = _outermost(con, run_id, rank, pattern)
-        if ranges:
-            _insert_ranges(con, rank, ranges, method)
-            return method
-    return _steps_from_kernels(con, rank)
+def _annotated_steps(con: duckdb.DuckDBPyConnection, run_id: int, tiers: list[tuple[str | None, str]]) -> _RankSteps:
+    """Per rank, the first tier whose pattern some range matches: its outermost matching ranges as steps."""
+    rows: list[StepRow] = []
+    method_of: dict[int, str] = {}
+    found = _outermost(con, run_id, [pattern for pattern, _ in tiers])
+    for (rank, tier), group in itertools.groupby(found, key=lambda r: (r[0], r[1])):
+        ranges = [(name, start, end) for _, _, name, start, end in group]
+        method = tiers[tier][1]
+        names = [r[0] for r in ranges]
+        numbers = step_numbers(names) if method != "engine" else range(len(ranges))
+        for number, (name, start, end) in zip(numbers, ranges, strict=True):
+            rows.append((rank, number, name, start, end, phase_of(name), bool(WARMUP.search(name)), method))
+        method_of[rank] = method
+    return _RankSteps(rows, method_of)
 
 
-def _outermost(con: duckdb.DuckDBPyConnection, run_id: int, rank: int, pattern: str) -> list[tuple[str, int, int]]:
-    """(name, start, end) of the ranges matching `pattern` that no earlier matching range overlaps."""
+def _outermost(
+    con: duckdb.DuckDBPyConnection, run_id: int, patterns: list[str | None]
+) -> list[tuple[int, int, str, int, int]]:
+    """(rank, tier, name, start, end) of the outermost ranges of each rank's first tier that any range matches:
+    the ranges matching the tier's pattern that no earlier matching range overlaps, by rank and start. The
+    patterns are tried on the distinct names (NVTX names repeat: 6.4 M ranges, 316 k names at 1 GB)."""
     return con.execute(
         """
-        WITH m AS (
-            SELECT name, start_ns, end_ns FROM cpu_ranges
-            WHERE run_id = $run AND rank = $rank AND kind IN ('step', 'annotation', 'nvtx')
-              AND end_ns > start_ns AND regexp_matches(name, $pattern)
+        WITH ranges AS (
+            SELECT rank, name, start_ns, end_ns FROM cpu_ranges
+            WHERE run_id = $run AND kind IN ('step', 'annotation', 'nvtx') AND end_ns > start_ns
+              AND rank IN (SELECT DISTINCT rank FROM _seg_a)
+        ), names AS (
+            SELECT DISTINCT name FROM ranges
+        ), tier_names AS (
+            SELECT 0 AS tier, name FROM names WHERE regexp_matches(name, $p0)
+            UNION ALL SELECT 1, name FROM names WHERE regexp_matches(name, $p1)
+            UNION ALL SELECT 2, name FROM names WHERE regexp_matches(name, $p2)
+            UNION ALL SELECT 3, name FROM names WHERE regexp_matches(name, $p3)
+        ), matched AS (
+            SELECT r.rank, t.tier, r.name, r.start_ns, r.end_ns FROM ranges r JOIN tier_names t USING (name)
+        ), first_tier AS (
+            SELECT * FROM matched QUALIFY tier = min(tier) OVER (PARTITION BY rank)
         ), ordered AS (
-            SELECT *, max(end_ns) OVER (ORDER BY start_ns, end_ns DESC ROWS BETWEEN UNBOUNDED PRECEDING
-                                        AND 1 PRECEDING) AS reach
-            FROM m
+            SELECT *, max(end_ns) OVER (PARTITION BY rank ORDER BY start_ns, end_ns DESC ROWS BETWEEN UNBOUNDED
+                                        PRECEDING AND 1 PRECEDING) AS reach
+            FROM first_tier
         )
-        SELECT name, start_ns, end_ns FROM ordered WHERE reach IS NULL OR reach <= start_ns ORDER BY start_ns
+        SELECT rank, tier, name, start_ns, end_ns FROM ordered WHERE reach IS NULL OR reach <= start_ns
+        ORDER BY rank, start_ns
         """,
-        {"run": run_id, "rank": rank, "pattern": pattern},
+        {"run": run_id, **{f"p{i}": pattern for i, pattern in enumerate(patterns)}},
     ).fetchall()
 
 
-def _insert_ranges(con: duckdb.DuckDBPyConnection, rank: int, ranges: list[tuple[str, int, int]], method: str) -> None:
-    frame = pd.DataFrame(
-        {
-            "rank": rank,
-            "step": step_numbers([r[0] for r in ranges]) if method != "engine" else range(len(ranges)),
-            "name": [r[0] for r in ranges],
-            "cpu_start": [r[1] for r in ranges],
-            "cpu_end": [r[2] for r in ranges],
-            "phase": [phase_of(r[0]) for r in ranges],
-            "warmup": [bool(WARMUP.search(r[0])) for r in ranges],
-            "method": method,
-        }
-    )
+def _insert_steps(con: duckdb.DuckDBPyConnection, rows: list[StepRow]) -> None:
+    """Append `rows` to `_seg_steps`, by rank (each rank's steps in their order)."""
+    rows = sorted(rows, key=lambda r: r[0])  # stable: a rank's steps stay in order
+    columns = ["rank", "step", "name", "cpu_start", "cpu_end", "phase", "warmup", "method"]
+    frame = pd.DataFrame(rows, columns=columns).astype({"cpu_start": "Int64", "cpu_end": "Int64"})
     con.register("_seg_steps_frame", frame)
     con.execute("INSERT INTO _seg_steps SELECT * FROM _seg_steps_frame")
     con.unregister("_seg_steps_frame")
@@ -214,54 +242,64 @@ def _drop_strays(con: duckdb.DuckDBPyConnection) -> None:
         con.unregister("_seg_strays")
 
 
-def _steps_from_kernels(con: duckdb.DuckDBPyConnection, rank: int) -> str:
-    """Steps of a rank without step annotations: its forward passes (segment/passes.py), found on its main stream
-    (the one with most kernels); other streams, memory copies and sets join the step whose GPU span holds their
-    start."""
+def _steps_from_kernels(con: duckdb.DuckDBPyConnection, ranks: list[int]) -> _RankSteps:
+    """Steps of ranks without step annotations: their forward passes (segment/passes.py), found on each rank's
+    main stream (the one with most kernels); other streams, memory copies and sets join the step whose GPU span
+    holds their start. Writes `_seg_step_of`; returns the `_seg_steps` rows."""
     data = con.execute(
         """
-        WITH main AS (
-            SELECT stream_id FROM _seg_a WHERE rank = $rank AND kind = 'kernel'
-            GROUP BY stream_id ORDER BY count(*) DESC, stream_id NULLS LAST LIMIT 1
+        WITH kernels AS (
+            SELECT * FROM _seg_a WHERE kind = 'kernel' AND list_contains($ranks, rank)
+        ), main AS (
+            SELECT rank, stream_id FROM kernels GROUP BY rank, stream_id
+            QUALIFY row_number() OVER (PARTITION BY rank ORDER BY count(*) DESC, stream_id NULLS LAST) = 1
         )
-        SELECT activity_id, code, start_ns, end_ns,
-               CASE WHEN regexp_matches(l_name, $graph) THEN launch_id ELSE -1 END AS replay
-        FROM _seg_a WHERE rank = $rank AND kind = 'kernel' AND stream_id IS NOT DISTINCT FROM (FROM main)
-        ORDER BY start_ns, activity_id
+        SELECT k.rank, k.activity_id, k.code, k.start_ns, k.end_ns,
+               CASE WHEN regexp_matches(k.l_name, $graph) THEN k.launch_id ELSE -1 END AS replay
+        FROM kernels k JOIN main m ON k.rank = m.rank AND k.stream_id IS NOT DISTINCT FROM m.stream_id
+        ORDER BY k.rank, k.start_ns, k.activity_id
         """,
-        {"rank": rank, "graph": GRAPH_LAUNCH},
+        {"ranks": ranks, "graph": GRAPH_LAUNCH},
     ).fetchnumpy()
-    ids = np.asarray(data["activity_id"], dtype=np.int64)
-    if len(ids) == 0:
-        return "whole"
-    found = passes.find_passes(
-        np.asarray(data["code"], dtype=np.int64),
-        np.asarray(data["start_ns"], dtype=np.int64),
-        np.asarray(data["end_ns"], dtype=np.int64),
-        np.nan_to_num(np.asarray(data["replay"], dtype=float), nan=-1).astype(np.int64),
-    )
-    keep = found.step_of != passes.NO_STEP
-    frame = pd.DataFrame({"activity_id": ids[keep], "step": found.step_of[keep]})
-    con.register("_seg_k_frame", frame)
-    con.execute("INSERT INTO _seg_step_of SELECT * FROM _seg_k_frame")
-    con.unregister("_seg_k_frame")
+    rank = np.asarray(data["rank"], dtype=np.int64)
+    ids, codes = np.asarray(data["activity_id"], dtype=np.int64), np.asarray(data["code"], dtype=np.int64)
+    start, end = np.asarray(data["start_ns"], dtype=np.int64), np.asarray(data["end_ns"], dtype=np.int64)
+    replay = np.nan_to_num(np.asarray(data["replay"], dtype=float), nan=-1).astype(np.int64)
+    edges = np.flatnonzero(np.diff(rank)) + 1
+    rows: list[StepRow] = []
+    method_of = dict.fromkeys(ranks, "whole")  # a rank without kernels: no step
+    kept: list[np.ndarray] = []
+    steps_of: list[np.ndarray] = []
+    for lo, hi in itertools.pairwise([0, *edges, len(ids)] if len(ids) else []):  # one iteration per rank
+        found = passes.find_passes(codes[lo:hi], start[lo:hi], end[lo:hi], replay[lo:hi])
+        keep = found.step_of != passes.NO_STEP
+        kept.append(ids[lo:hi][keep])
+        steps_of.append(found.step_of[keep])
+        method_of[int(rank[lo])] = found.method
+        rows += [(int(rank[lo]), step, None, None, None, "unknown", False, found.method) for step in range(found.steps)]
+    if kept:
+        frame = pd.DataFrame({"activity_id": np.concatenate(kept), "step": np.concatenate(steps_of)})
+        con.register("_seg_k_frame", frame)
+        con.execute("INSERT INTO _seg_step_of SELECT * FROM _seg_k_frame")
+        con.unregister("_seg_k_frame")
+        _join_by_span(con, ranks)
+    return _RankSteps(rows, method_of)
+
+
+def _join_by_span(con: duckdb.DuckDBPyConnection, ranks: list[int]) -> None:
+    """The other activities of `ranks` join the step of their rank whose GPU span holds their start."""
     con.execute(
         """
         INSERT INTO _seg_step_of
         WITH spans AS (
-            SELECT o.step, min(a.start_ns) AS lo, max(a.end_ns) AS hi
-            FROM _seg_step_of o JOIN _seg_a a USING (activity_id) WHERE a.rank = $rank GROUP BY ALL
+            SELECT a.rank, o.step, min(a.start_ns) AS lo, max(a.end_ns) AS hi
+            FROM _seg_step_of o JOIN _seg_a a USING (activity_id) WHERE list_contains($ranks, a.rank) GROUP BY ALL
         )
         SELECT a.activity_id, s.step
-        FROM (SELECT * FROM _seg_a WHERE rank = $rank
+        FROM (SELECT * FROM _seg_a WHERE list_contains($ranks, rank)
                 AND activity_id NOT IN (SELECT activity_id FROM _seg_step_of)) a
-        ASOF JOIN spans s ON a.start_ns >= s.lo
+        ASOF JOIN spans s ON a.rank = s.rank AND a.start_ns >= s.lo
         WHERE a.start_ns < s.hi
         """,
-        {"rank": rank},
+        {"ranks": ranks},
     )
-    con.execute(
-        "INSERT INTO _seg_steps SELECT ?, step, NULL, NULL, NULL, 'unknown', FALSE, ? FROM range(?) t(step)",
-        [rank, found.method, found.steps],
-    )
-    return found.method

@@ -1,0 +1,381 @@
+"""segment_run: steps first, then the layers of each step by one method (see traceview.segment), written
+with the busy/gap figures and what makes the result uncertain.
+
+Reads and writes what traceview.segment says; the package holds the options and result types, so the CLI
+reads them without loading numpy and pandas.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+from . import Method, SegmentOptions, SegmentResult, annotation, busy, family, graph, period, steps
+
+INDUCTOR_INDEX = r"^(triton_[a-z]+_fused_.*)_\d+$"
+COVERAGE_TO_TRUST = 0.5  # share of a step's kernels a method must place for auto to choose it
+LOW_CONFIDENCE = 0.8  # an inferred layer instance matching its unit less than this is reported
+
+
+@dataclass(frozen=True)
+class _LayerOutcome:
+    """What the layer stage has to report: steps it could not split, annotation ranges it did not trust."""
+
+    failed: int
+    enclosing: int
+
+
+def segment_run(con: duckdb.DuckDBPyConnection, run_id: int, options: SegmentOptions | None = None) -> SegmentResult:
+    """Find steps and layers of run `run_id` and write them (inside the caller's transaction)."""
+    options = options or SegmentOptions()
+    _reset(con, run_id)
+    _stage(con, run_id)
+    found_steps = steps.find_steps(con, run_id, options.step_pattern)
+    _stage_steps(con)
+    outcome = _layers(con, run_id, options)
+    _write(con, run_id)
+    busy.record(con, run_id)
+    result = _result(con, run_id, found_steps, outcome)
+    _record(con, run_id, result)
+    return result
+
+
+def _reset(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
+    con.execute("DELETE FROM steps WHERE run_id = ?", [run_id])
+    con.execute("DELETE FROM layers WHERE run_id = ?", [run_id])
+    con.execute("DELETE FROM ingest_stats WHERE run_id = ? AND name LIKE 'segment.%'", [run_id])
+    con.execute(
+        """UPDATE gpu_activity SET step = NULL, layer = NULL
+           WHERE run_id = ? AND (step IS NOT NULL OR layer IS NOT NULL)""",
+        [run_id],
+    )
+
+
+def _stage(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
+    """Temp table `_seg_a`: the run's GPU activity with its launch call and an integer code per name (Triton
+    kernels that torch.compile numbers per call site, `triton_poi_fused_add_12`, without the number)."""
+    con.execute(
+        f"""
+        CREATE OR REPLACE TEMP TABLE _seg_a AS
+        SELECT g.rank, g.activity_id, g.kind, g.device_id, g.stream_id, g.start_ns, g.end_ns,
+               {_code_sql("g")} AS code,
+               g.correlation_id, g.graph_id, g.graph_node_id,
+               g.launch_id, l.pid AS l_pid, l.tid AS l_tid, l.start_ns AS l_start, l.name AS l_name
+        FROM gpu_activity g LEFT JOIN launches l ON l.run_id = g.run_id AND l.launch_id = g.launch_id
+        WHERE g.run_id = $run
+        """,
+        {"run": run_id, "inductor": INDUCTOR_INDEX},
+    )
+
+
+def _stage_steps(con: duckdb.DuckDBPyConnection) -> None:
+    """Temp table `_seg_k`: the activities that fell in a step, with the step."""
+    con.execute(
+        """
+        CREATE OR REPLACE TEMP TABLE _seg_k AS
+        SELECT a.*, o.step FROM _seg_a a JOIN _seg_step_of o USING (activity_id)
+        """
+    )
+
+
+def _layers(con: duckdb.DuckDBPyConnection, run_id: int, options: SegmentOptions) -> _LayerOutcome:
+    """Fill `_seg_layer_of(activity_id, layer, method, confidence, name)`."""
+    con.execute("DROP TABLE IF EXISTS _seg_cpu_events")
+    named = annotation.layer_names_table(con, run_id, options.layer_pattern)
+    enclosing = annotation.timelines(con, run_id) if named else 0
+    if named and options.method in (Method.auto, Method.annotation):
+        annotation.assign(con)
+    else:
+        con.execute("CREATE OR REPLACE TEMP TABLE _seg_ann (activity_id BIGINT, layer INTEGER, name VARCHAR)")
+    if options.method in (Method.auto, Method.graph):
+        graph.assign(con, run_id)
+    else:
+        con.execute("CREATE OR REPLACE TEMP TABLE _seg_graph (activity_id BIGINT, layer INTEGER, name VARCHAR)")
+    _choose_methods(con, options.method)
+    _period_layers(con, run_id)
+    failed = _fall_back(con, options.method)
+    con.execute(
+        """
+        CREATE OR REPLACE TEMP TABLE _seg_layer_of AS
+        SELECT a.activity_id, a.layer, 'annotation' AS method, 1.0 AS confidence, a.name
+        FROM _seg_ann a JOIN _seg_k k USING (activity_id) JOIN _seg_choice c USING (rank, step)
+        WHERE c.method = 'annotation'
+        UNION ALL
+        SELECT g.activity_id, g.layer, 'graph', 1.0, g.name
+        FROM _seg_graph g JOIN _seg_k k USING (activity_id) JOIN _seg_choice c USING (rank, step)
+        WHERE c.method = 'graph'
+        UNION ALL
+        SELECT p.activity_id, p.layer, 'period', p.confidence, NULL
+        FROM _seg_period p JOIN _seg_k k USING (activity_id) JOIN _seg_choice c USING (rank, step)
+        WHERE c.method = 'period'
+        """
+    )
+    return _LayerOutcome(failed, enclosing)
+
+
+def _choose_methods(con: duckdb.DuckDBPyConnection, method: Method) -> None:
+    """Temp table `_seg_choice(rank, step, method, by_annotation)`: the layer method of each step."""
+    con.execute(
+        """
+        CREATE OR REPLACE TEMP TABLE _seg_choice AS
+        WITH per_step AS (
+            SELECT k.rank, k.step, count(*) AS kernels,
+                   count(a.activity_id) AS by_annotation, count(g.activity_id) AS by_graph
+            FROM _seg_k k
+            LEFT JOIN _seg_ann a USING (activity_id) LEFT JOIN _seg_graph g USING (activity_id)
+            WHERE k.kind = 'kernel'
+            GROUP BY ALL
+        )
+        SELECT rank, step, coalesce($forced,
+            CASE WHEN by_annotation >= $trust * kernels THEN 'annotation'
+                 WHEN by_graph >= $trust * kernels THEN 'graph'
+                 ELSE 'period' END) AS method,
+            by_annotation
+        FROM per_step
+        """,
+        {"forced": None if method is Method.auto else method.value, "trust": COVERAGE_TO_TRUST},
+    )
+
+
+def _fall_back(con: duckdb.DuckDBPyConnection, method: Method) -> int:
+    """Steps where period found nothing: annotation (if it placed any kernel, under auto), else no layers."""
+    if method is Method.auto:
+        con.execute(
+            """
+            UPDATE _seg_choice c SET method = 'annotation'
+            WHERE method = 'period' AND by_annotation > 0
+              AND NOT EXISTS (SELECT 1 FROM _seg_period_steps p WHERE p.rank = c.rank AND p.step = c.step)
+            """
+        )
+    return con.execute(
+        """
+        SELECT count(*) FROM _seg_choice c
+        WHERE method = 'period'
+          AND NOT EXISTS (SELECT 1 FROM _seg_period_steps p WHERE p.rank = c.rank AND p.step = c.step)
+        """
+    ).fetchall()[0][0]
+
+
+def _period_layers(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
+    """Temp table `_seg_period(activity_id, layer, confidence)` for the steps whose method is period.
+
+    The repeating unit is searched among the kernels of each step's main stream (the stream with most
+    kernels), in execution order; identical steps are solved once. Kernels of other streams, memory copies
+    and sets join the layer in whose window (from its first kernel to the next layer's first kernel) they
+    start.
+    """
+    data = con.execute(
+        """
+        WITH k AS (
+            SELECT k.* FROM _seg_k k JOIN _seg_choice c USING (rank, step) WHERE c.method = 'period'
+        ), streams AS (
+            SELECT rank, step, stream_id, count(*) AS n FROM k WHERE kind = 'kernel' GROUP BY ALL
+        ), main AS (
+            SELECT rank, step, arg_max(stream_id, n) AS stream_id FROM streams GROUP BY ALL
+        )
+        SELECT k.rank, k.step, k.activity_id, k.code
+        FROM k JOIN main m ON k.rank = m.rank AND k.step = m.step AND k.stream_id IS NOT DISTINCT FROM m.stream_id
+        WHERE k.kind = 'kernel'
+        ORDER BY k.rank, k.step, k.start_ns, k.activity_id
+        """
+    ).fetchnumpy()
+    frame, solved = _solve_steps(data, kernel_families(con, run_id))
+    con.register("_seg_period_frame", frame)
+    con.execute("CREATE OR REPLACE TEMP TABLE _seg_period AS SELECT * FROM _seg_period_frame")
+    con.unregister("_seg_period_frame")
+    con.register("_seg_solved_frame", solved)
+    con.execute("CREATE OR REPLACE TEMP TABLE _seg_period_steps AS SELECT * FROM _seg_solved_frame")
+    con.unregister("_seg_solved_frame")
+    con.execute(
+        """
+        INSERT INTO _seg_period
+        WITH windows AS (
+            SELECT k.rank, k.step, p.layer, min(k.start_ns) AS lo, max(k.end_ns) AS hi, any_value(p.confidence) AS conf
+            FROM _seg_period p JOIN _seg_k k USING (activity_id) GROUP BY ALL
+        ), until AS (
+            SELECT *, coalesce(lead(lo) OVER (PARTITION BY rank, step ORDER BY lo), hi) AS until FROM windows
+        )
+        SELECT k.activity_id, w.layer, w.conf
+        FROM (SELECT * FROM _seg_k WHERE activity_id NOT IN (SELECT activity_id FROM _seg_period)
+                AND (rank, step) IN (SELECT (rank, step) FROM _seg_period_steps)) k
+        ASOF JOIN until w ON k.rank = w.rank AND k.step = w.step AND k.start_ns >= w.lo
+        WHERE k.start_ns < w.until
+        """
+    )
+
+
+def _code_sql(alias: str) -> str:
+    """The integer code of an activity's name (`alias`.kind, `alias`.name): Inductor's call-site number dropped."""
+    return f"(hash({alias}.kind || ':' || regexp_replace({alias}.name, $inductor, '\\1')) >> 1)::BIGINT"
+
+
+def kernel_families(con: duckdb.DuckDBPyConnection, run_id: int) -> dict[int, int]:
+    """Code -> family id of every kernel name of the run (segment/family.py)."""
+    names = con.execute(
+        f"""SELECT {_code_sql("k")}, any_value(k.name)
+            FROM (SELECT DISTINCT kind, name FROM gpu_activity WHERE run_id = $run AND kind = 'kernel') k
+            GROUP BY ALL""",
+        {"run": run_id, "inductor": INDUCTOR_INDEX},
+    ).fetchall()
+    ids: dict[str, int] = {}
+    return {code: ids.setdefault(family.kernel_family(name or ""), len(ids)) for code, name in names}
+
+
+def families_of(codes: np.ndarray, families: dict[int, int]) -> np.ndarray:
+    """The family id of each kernel of a code sequence."""
+    return np.array([families.get(int(c), -1) for c in codes], dtype=np.int64) if len(codes) else np.zeros(0, np.int64)
+
+
+def _solve_steps(data: dict[str, np.ndarray], families: dict[int, int]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Run period.find_layers on each step's code sequence (once per distinct sequence)."""
+    rank, step = np.asarray(data["rank"]), np.asarray(data["step"])
+    ids, codes = np.asarray(data["activity_id"], dtype=np.int64), np.asarray(data["code"], dtype=np.int64)
+    family_ids = families_of(codes, families)
+    change = np.flatnonzero((np.diff(rank) != 0) | (np.diff(step) != 0)) + 1
+    edges = np.concatenate(([0], change, [len(ids)])) if len(ids) else np.array([0])
+    layer = np.full(len(ids), -1, dtype=np.int64)
+    confidence = np.zeros(len(ids))
+    cache: dict[bytes, period.PeriodFit | None] = {}
+    solved: list[tuple[int, int, int]] = []
+    for lo, hi in itertools.pairwise(edges):  # one iteration per step
+        key = codes[lo:hi].tobytes()
+        if key not in cache:
+            cache[key] = period.find_layers(codes[lo:hi], families=family_ids[lo:hi])
+        fit = cache[key]
+        if fit is None:
+            continue
+        solved.append((int(rank[lo]), int(step[lo]), fit.period))
+        for index, span in enumerate(fit.layers):  # one iteration per layer
+            layer[lo + span.start : lo + span.end] = index
+            confidence[lo + span.start : lo + span.end] = span.confidence
+    keep = layer >= 0
+    frame = pd.DataFrame({"activity_id": ids[keep], "layer": layer[keep], "confidence": confidence[keep]})
+    solved_frame = pd.DataFrame(solved, columns=["rank", "step", "period"]).astype("int64")
+    return frame, solved_frame
+
+
+def _write(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
+    """steps and layers rows, and the step/layer columns of gpu_activity (a layer needs at least one kernel)."""
+    params = {"run": run_id}
+    con.execute(
+        """
+        DELETE FROM _seg_layer_of WHERE activity_id IN (
+            SELECT l.activity_id FROM _seg_layer_of l JOIN _seg_k k USING (activity_id)
+            WHERE (k.rank, k.step, l.layer) NOT IN (
+                SELECT (k2.rank, k2.step, l2.layer) FROM _seg_layer_of l2 JOIN _seg_k k2 USING (activity_id)
+                WHERE k2.kind = 'kernel'))
+        """
+    )
+    con.execute(
+        """UPDATE gpu_activity g SET step = o.step FROM _seg_step_of o
+           WHERE g.run_id = $run AND g.activity_id = o.activity_id""",
+        params,
+    )
+    con.execute(
+        """UPDATE gpu_activity g SET layer = l.layer FROM _seg_layer_of l
+           WHERE g.run_id = $run AND g.activity_id = l.activity_id""",
+        params,
+    )
+    con.execute(
+        """
+        INSERT INTO steps
+        WITH spans AS (SELECT rank, step, min(start_ns) AS lo, max(end_ns) AS hi FROM _seg_k GROUP BY ALL)
+        SELECT $run, s.rank, s.step, s.name, coalesce(p.lo, s.cpu_start), coalesce(p.hi, s.cpu_end), s.phase,
+               s.warmup, s.method
+        FROM _seg_steps s LEFT JOIN spans p USING (rank, step)
+        WHERE coalesce(p.lo, s.cpu_start) IS NOT NULL
+        """,
+        params,
+    )
+    con.execute(
+        """
+        INSERT INTO layers
+        SELECT $run, k.rank, k.step, l.layer, arg_min(l.name, length(l.name)), min(k.start_ns), max(k.end_ns),
+               count(*) FILTER (k.kind = 'kernel'), any_value(l.method), round(min(l.confidence), 4)
+        FROM _seg_layer_of l JOIN _seg_k k USING (activity_id)
+        GROUP BY k.rank, k.step, l.layer
+        """,
+        params,
+    )
+
+
+def _result(
+    con: duckdb.DuckDBPyConnection, run_id: int, found: steps.StepOutcome, outcome: _LayerOutcome
+) -> SegmentResult:
+    layers, per_step, methods, confidence = con.execute(
+        """
+        SELECT count(*), (SELECT median(n) FROM (SELECT count(*) AS n FROM layers WHERE run_id = $run
+                                                  GROUP BY rank, step)),
+               list(DISTINCT method ORDER BY method), median(confidence)
+        FROM layers WHERE run_id = $run
+        """,
+        {"run": run_id},
+    ).fetchall()[0]
+    notes = [f"{found.steps} steps found by {', '.join(found.methods) or 'nothing'}"]
+    if "passes" in found.methods:
+        notes.append("no step annotation: each step is one forward pass, a run of layers found in the kernel sequence")
+    if layers:
+        how = ", ".join(methods)
+        inferred = " (inferred from the repeating kernel sequence)" if "period" in methods else ""
+        notes.append(f"layers found by {how}{inferred}: {per_step:g} per step, median confidence {confidence:.2f}")
+    if not layers and not outcome.failed:
+        notes.append("no layers found")
+    return SegmentResult(
+        run_id=run_id,
+        steps=found.steps,
+        step_methods=found.methods,
+        layers=layers,
+        layers_per_step=float(per_step) if per_step is not None else None,
+        methods=tuple(methods or ()),
+        confidence=float(confidence) if confidence is not None else None,
+        notes=tuple(notes),
+        warnings=tuple(_doubts(con, run_id, outcome)),
+    )
+
+
+def _doubts(con: duckdb.DuckDBPyConnection, run_id: int, outcome: _LayerOutcome) -> list[str]:
+    """What makes the segmentation uncertain, one line each (the CLI prints them as warnings)."""
+    outside_steps, varying, low = con.execute(
+        """
+        SELECT (SELECT count(*) FROM gpu_activity WHERE run_id = $run AND kind = 'kernel' AND step IS NULL),
+               (SELECT string_agg(n || ' layers in ' || steps || ' step(s)', ', ' ORDER BY steps DESC, n)
+                FROM (SELECT n, count(*) AS steps FROM (SELECT count(*) AS n FROM layers WHERE run_id = $run
+                      GROUP BY rank, step) GROUP BY n)
+                HAVING count(*) > 1),
+               (SELECT count(*) FROM layers WHERE run_id = $run AND method = 'period' AND confidence < $low)
+        """,
+        {"run": run_id, "low": LOW_CONFIDENCE},
+    ).fetchall()[0]
+    doubts = []
+    if outcome.failed:
+        doubts.append(f"no repeating kernel structure in {outcome.failed} step(s): no layers written for them")
+    if outcome.enclosing:
+        doubts.append(
+            f"{outcome.enclosing} layer range(s) ignored: they enclose other layers' ranges (a range left open?)"
+        )
+    if varying:
+        doubts.append(f"steps differ in their number of layers: {varying}")
+    if low:
+        doubts.append(f"{low} inferred layer instance(s) match the repeating unit poorly (< {LOW_CONFIDENCE})")
+    if outside_steps:
+        doubts.append(f"{outside_steps} kernel(s) outside every step (before the first or after the last)")
+    return doubts
+
+
+def _record(con: duckdb.DuckDBPyConnection, run_id: int, result: SegmentResult) -> None:
+    """Keep what segmentation found in ingest_stats (segment.steps, segment.layers, segment.note, and
+    segment.warning for what makes it uncertain)."""
+    rows = [
+        ("segment.steps", "info", result.steps, result.notes[0]),
+        ("segment.layers", "info", result.layers, "layer instances found, by " + (", ".join(result.methods) or "none")),
+        *[("segment.note", "info", 0, note) for note in result.notes[1:]],
+        *[("segment.warning", "warning", 0, doubt) for doubt in result.warnings],
+    ]
+    for name, severity, value, description in rows:
+        con.execute(
+            "INSERT INTO ingest_stats VALUES (?, NULL, ?, ?, ?, ?)", [run_id, name, severity, value, description]
+        )
