@@ -224,11 +224,18 @@ def _fit(
     marks = _without_strays(codes, marks, unit)
     # the phase that makes most whole layers (layers of another kind before the first included), covering most
     # kernels; a plausible one before the leftmost extension, one whose first layer opens with a variant of the
-    # unit's first kernel before others; most like the unit (a dense layer that begins with the embedding is less
-    # so); then the earliest
+    # unit's first kernel before others; one where most layers open with the same kernel (a dense first layer
+    # opens like the others: not with the embedding's last kernel); most like the unit (a dense layer that begins
+    # with the embedding is less so); then the earliest
     spans, rotated = max(
         ((*_layers_at(codes, marks, unit, shift), rank) for shift, rank in _phases(codes, marks, unit, families)),
-        key=lambda r: (len(r[0]), sum(s.end - s.start for s in r[0]), r[2], sum(s.confidence for s in r[0])),
+        key=lambda r: (
+            len(r[0]),
+            sum(s.end - s.start for s in r[0]),
+            r[2],
+            _opening_alike(codes, r[0], r[1]),
+            sum(s.confidence for s in r[0]),
+        ),
     )[:2]
     if len(spans) < min_layers:
         return None
@@ -241,13 +248,19 @@ def _fit(
     )
 
 
+def _opening_alike(codes: np.ndarray, spans: list[LayerSpan], rotated: np.ndarray) -> int:
+    """How many layers open with the rotated unit's first kernel."""
+    return sum(int(codes[s.start] == rotated[0]) for s in spans if s.end > s.start)
+
+
 def _without_strays(codes: np.ndarray, marks: np.ndarray, unit: np.ndarray) -> np.ndarray:
-    """The anchor's occurrences without those that come too soon after or before another to open a layer and sit
-    among other kernels than in the unit: the same kernel in a prologue or epilogue (a position update). A dense
-    layer before MoE layers is short too, but its anchor has the unit's neighbours."""
+    """The anchor's occurrences without those that come sooner than one unit after or before another and sit
+    among other kernels than in the unit: the same kernel in a prologue or epilogue (a position update in
+    generate(), which can come most of a unit after the last layer's anchor). A dense layer before MoE layers, or
+    a MoE layer that ran fewer experts, is short too, but its anchor has the unit's neighbours."""
     if len(marks) <= MIN_LAYERS:
         return marks
-    short = np.diff(marks) < (1 - REGULAR_TOLERANCE) * len(unit)
+    short = np.diff(marks) < len(unit)
     near_short = np.concatenate([[False], short]) | np.concatenate([short, [False]])
     keep = [not near or _among_unit_neighbours(codes, int(m), unit) for m, near in zip(marks, near_short, strict=True)]
     kept = marks[np.array(keep, dtype=bool)]
