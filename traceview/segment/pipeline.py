@@ -226,8 +226,9 @@ def kernel_families(con: duckdb.DuckDBPyConnection, run_id: int) -> dict[int, in
 
 
 def families_of(codes: np.ndarray, families: dict[int, int]) -> np.ndarray:
-    """The family id of each kernel of a code sequence."""
-    return np.array([families.get(int(c), -1) for c in codes], dtype=np.int64) if len(codes) else np.zeros(0, np.int64)
+    """The family id of each kernel of a code sequence (looked up once per distinct code)."""
+    distinct, inverse = np.unique(codes, return_inverse=True)
+    return np.array([families.get(int(c), -1) for c in distinct], dtype=np.int64)[inverse.reshape(-1)]
 
 
 def _solve_steps(data: dict[str, np.ndarray], families: dict[int, int]) -> tuple[pd.DataFrame, pd.DataFrame]:
