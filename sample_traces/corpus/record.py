@@ -74,34 +74,32 @@ def config(name: str):
         max_position_embeddings=256,
         torch_dtype="bfloat16",
     )
+    # Qwen-style MoE on every layer; DeepSeek-style routing (grouped top-k, shared expert) after dense first layers
+    qwen_moe = dict(
+        moe_intermediate_size=256, num_experts=8, num_experts_per_tok=2, decoder_sparse_step=1, mlp_only_layers=[]
+    )
+    deepseek_moe = dict(
+        intermediate_size=768,
+        moe_intermediate_size=256,
+        n_routed_experts=8,
+        num_experts_per_tok=2,
+        n_shared_experts=1,
+        n_group=1,
+        topk_group=1,
+    )
     if name == "llama":
         return tf.LlamaConfig(intermediate_size=768, **common)
     if name == "qwen3moe":
-        return tf.Qwen3MoeConfig(
-            intermediate_size=512,
-            moe_intermediate_size=256,
-            num_experts=8,
-            num_experts_per_tok=2,
-            decoder_sparse_step=1,
-            mlp_only_layers=[],
-            head_dim=64,
-            **common,
-        )
+        return tf.Qwen3MoeConfig(intermediate_size=512, head_dim=64, **qwen_moe, **common)
     if name == "deepseekv3":
         return tf.DeepseekV3Config(
-            intermediate_size=768,
-            moe_intermediate_size=256,
-            n_routed_experts=8,
-            num_experts_per_tok=2,
-            n_shared_experts=1,
-            n_group=1,
-            topk_group=1,
             first_k_dense_replace=2,
             kv_lora_rank=64,
             q_lora_rank=96,
             qk_rope_head_dim=32,
             qk_nope_head_dim=32,
             v_head_dim=64,
+            **deepseek_moe,
             **{**common, "num_key_value_heads": 4},
         )
     if name == "gptoss":
@@ -109,29 +107,9 @@ def config(name: str):
             intermediate_size=256, num_local_experts=8, num_experts_per_tok=2, head_dim=64, sliding_window=8, **common
         )
     if name == "qwen2moe":
-        return tf.Qwen2MoeConfig(
-            intermediate_size=512,
-            moe_intermediate_size=256,
-            shared_expert_intermediate_size=512,
-            num_experts=8,
-            num_experts_per_tok=2,
-            decoder_sparse_step=1,
-            mlp_only_layers=[],
-            **common,
-        )
+        return tf.Qwen2MoeConfig(intermediate_size=512, shared_expert_intermediate_size=512, **qwen_moe, **common)
     if name == "glm4moe":
-        return tf.Glm4MoeConfig(
-            intermediate_size=768,
-            moe_intermediate_size=256,
-            n_routed_experts=8,
-            num_experts_per_tok=2,
-            n_shared_experts=1,
-            n_group=1,
-            topk_group=1,
-            first_k_dense_replace=1,
-            head_dim=64,
-            **common,
-        )
+        return tf.Glm4MoeConfig(first_k_dense_replace=1, head_dim=64, **deepseek_moe, **common)
     if name == "gemma3":
         kinds = ["sliding_attention", "sliding_attention", "full_attention"] * (LAYERS // 3)
         return tf.Gemma3TextConfig(intermediate_size=768, head_dim=64, sliding_window=8, layer_types=kinds, **common)
