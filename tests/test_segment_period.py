@@ -128,3 +128,32 @@ def test_a_first_layer_opening_with_a_variant_of_the_others_norm_is_cut_where_th
     assert fit is not None
     assert [s.start for s in fit.layers] == true_starts(truth)
     assert [s.end - s.start for s in fit.layers] == true_counts(truth)
+
+
+@pytest.mark.parametrize("kinds", [("conv", "conv", "attention"), ("sliding", "sliding", "sliding", "full")])
+def test_a_unit_of_several_layers_of_one_kind_then_one_of_another_is_split_into_its_layers(
+    kinds: tuple[str, ...],
+) -> None:
+    """LFM2 (two convolution layers, one attention layer) and Gemma-like units (sliding-window layers, then a full
+    one): the layers differ in size, so the unit is cut after each repeat of its opening block."""
+    body = {
+        "conv": ["in_proj", "conv1d", "gate", "out_proj", "add"],
+        "sliding": ["q", "k", "v", "rope", "swa", "o", "add"],
+        "full": ["q", "k", "v", "rope", "mask", "sdpa", "softmax", "o", "add"],
+        "attention": ["qkv", "q_norm", "k_norm", "rope", "sdpa", "o", "add"],
+    }
+    mlp = ["norm_pow", "norm_mean", "norm_rsqrt", "norm_mul", "w1", "w3", "silu_mul", "w2", "add"]
+    opening = ["norm_pow", "norm_mean", "norm_rsqrt", "norm_mul"]
+    layers = [opening + body[k] + (["extra_a", "extra_b"] if k in ("attention", "full") else []) + mlp for k in kinds]
+    names = ["embed", "scale"]
+    truth: list[int | None] = [None, None]
+    for repeat in range(4):
+        for i, layer in enumerate(layers):
+            names += layer
+            truth += [repeat * len(kinds) + i] * len(layer)
+    names += ["final_norm", "lm_head", "argmax"]
+    truth += [None] * 3
+    fit = period.find_layers(codes_of(names))
+    assert fit is not None
+    assert [s.end - s.start for s in fit.layers] == true_counts(truth)
+    assert [s.start for s in fit.layers] == true_starts(truth)

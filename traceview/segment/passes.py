@@ -92,7 +92,7 @@ def _layers(codes: np.ndarray, lo: int, hi: int) -> list[tuple[int, int]]:
     """Layer spans in codes[lo:hi]: the best fit, then fits of their own in the long stretches it left (a prefill
     among decode steps). When the best repeating unit is a whole iteration (its instances hold layers of their
     own), its layers are those."""
-    fit = period.find_layers(codes[lo:hi])
+    fit = period.find_layers(codes[lo:hi], kinds=False)
     if fit is None:
         return []
     spans = [(lo + s.start, lo + s.end) for s in fit.layers]
@@ -116,7 +116,7 @@ def _inner_layers(
     instances are solved once (`cache`, keyed by their kernels)."""
     key = codes[lo:hi].tobytes()
     if key not in cache:
-        fit = period.find_layers(codes[lo:hi])
+        fit = period.find_layers(codes[lo:hi], kinds=False)
         good = fit is not None and fit.coverage >= INNER_COVERAGE
         cache[key] = [(s.start, s.end) for s in fit.layers] if good else []
     return [(lo + a, lo + b) for a, b in cache[key]]

@@ -47,6 +47,7 @@ MIN_COVERAGE = 0.2
 EXACT_OR_CONFIDENT = 0.8  # without two identical layers, the mean confidence a fit needs
 MAX_PHASES = 4  # plausible phases tried, earliest first (the spill of a final norm is rarely wider)
 SPLIT_ALIKE = 0.75  # multiset similarity of the parts of a unit that holds several layers of alternating kinds
+MIN_BLOCK = 8  # the fewest kernels of a layer repeated at the start of a unit of several layers
 
 
 @dataclass(frozen=True)
@@ -81,11 +82,12 @@ class _CodeStats:
 
 
 def find_layers(
-    codes: np.ndarray, min_layers: int = MIN_LAYERS, families: np.ndarray | None = None
+    codes: np.ndarray, min_layers: int = MIN_LAYERS, families: np.ndarray | None = None, kinds: bool = True
 ) -> PeriodFit | None:
     """The best layer segmentation of `codes`, or None when nothing repeats at least `min_layers` times.
     `families` (one id per kernel, segment/family.py) tells which different kernels are variants of one operation:
-    a first layer that opens with a variant of the others' opening kernel is cut where they are."""
+    a first layer that opens with a variant of the others' opening kernel is cut where they are. With `kinds`
+    false, a unit of several layers of different sizes stays whole (segment/passes.py wants parts of one size)."""
     codes = np.ascontiguousarray(codes, dtype=np.int64)
     if len(codes) < 2 * min_layers:
         return None
@@ -93,7 +95,7 @@ def find_layers(
     stats = code_stats(codes)
     fits = [fit for period in candidate_periods(stats) if (fit := _fit(codes, stats, period, min_layers, families))]
     best = choose(fits)
-    return split_alternating(codes, best) if best else None
+    return split_alternating(codes, best, kinds) if best else None
 
 
 def choose(fits: list[PeriodFit]) -> PeriodFit | None:
@@ -116,7 +118,7 @@ def choose(fits: list[PeriodFit]) -> PeriodFit | None:
     return max(fits, key=lambda f: (f.coverage * max(f.agreement, f.alike), -f.period))
 
 
-def split_alternating(codes: np.ndarray, fit: PeriodFit) -> PeriodFit:
+def split_alternating(codes: np.ndarray, fit: PeriodFit, kinds: bool = True) -> PeriodFit:
     """A unit of k layers of alternating kinds (local and global attention, k = 2..4) split into its layers.
 
     The unit splits where its opening kernels (the input norm: three or two) come back at about j/k of its
@@ -129,6 +131,9 @@ def split_alternating(codes: np.ndarray, fit: PeriodFit) -> PeriodFit:
     if not whole:
         return fit
     unit = codes[whole[0].start : whole[0].end]
+    repeated = _repeated_opening_cuts(unit) if kinds else None
+    if repeated is not None:
+        return _split(codes, fit, repeated)
     for k in (2, 3, 4):
         for gram in (3, 2):  # the layers of a unit may open alike for fewer kernels than the unit's own opening
             head = unit[: min(gram, len(unit))]
@@ -136,6 +141,28 @@ def split_alternating(codes: np.ndarray, fit: PeriodFit) -> PeriodFit:
             if cuts is not None:
                 return _split(codes, fit, cuts)
     return fit
+
+
+def _repeated_opening_cuts(unit: np.ndarray, gram: int = 2) -> list[int] | None:
+    """Offsets cutting a unit that opens with r >= 2 identical blocks and ends with one block of another kind
+    (Gemma 3's sliding-window layers before a full-attention one, LFM2's convolution layers before an attention
+    one; their sizes differ, so `_cuts` cannot find them), or None.
+
+    The block is the shortest prefix that repeats right after itself; it must hold at least MIN_BLOCK kernels, the
+    last block must open with the unit's first `gram` kernels and be between half and three times a block long."""
+    length = len(unit)
+    for block in range(MIN_BLOCK, length // 3 + 1):
+        if not np.array_equal(unit[:block], unit[block : 2 * block]):
+            continue
+        copies = 2
+        while (copies + 1) * block <= length and np.array_equal(
+            unit[:block], unit[copies * block : (copies + 1) * block]
+        ):
+            copies += 1
+        rest = length - copies * block
+        opens_alike = np.array_equal(unit[copies * block : copies * block + gram], unit[:gram])
+        return [block * j for j in range(1, copies + 1)] if opens_alike and block / 2 <= rest <= 3 * block else None
+    return None
 
 
 def _cuts(unit: np.ndarray, opens: np.ndarray, k: int) -> list[int] | None:
