@@ -119,7 +119,8 @@ def choose(fits: list[PeriodFit]) -> PeriodFit | None:
 
 
 def split_alternating(codes: np.ndarray, fit: PeriodFit, kinds: bool = True) -> PeriodFit:
-    """A unit of k layers of alternating kinds (local and global attention, k = 2..4) split into its layers.
+    """A unit of k layers of alternating kinds (local and global attention, k = 2..4) split into its layers; with
+    `kinds`, first a unit of repeats of one layer and one layer of another size (`_repeated_opening_cuts`).
 
     The unit splits where its opening kernels (the input norm: three or two) come back at about j/k of its
     length and the parts
@@ -145,8 +146,8 @@ def split_alternating(codes: np.ndarray, fit: PeriodFit, kinds: bool = True) -> 
 
 def _repeated_opening_cuts(unit: np.ndarray, gram: int = 2) -> list[int] | None:
     """Offsets cutting a unit that opens with r >= 2 identical blocks and ends with one block of another kind
-    (Gemma 3's sliding-window layers before a full-attention one, LFM2's convolution layers before an attention
-    one; their sizes differ, so `_cuts` cannot find them), or None.
+    (LFM2's convolution layers before an attention one, sliding-window layers before a full-attention one; their
+    sizes differ, so `_cuts` cannot find them), or None.
 
     The block is the shortest prefix that repeats right after itself; it must hold at least MIN_BLOCK kernels, the
     last block must open with the unit's first `gram` kernels and be between half and three times a block long."""
