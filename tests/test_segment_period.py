@@ -157,3 +157,25 @@ def test_a_unit_of_several_layers_of_one_kind_then_one_of_another_is_split_into_
     assert fit is not None
     assert [s.end - s.start for s in fit.layers] == true_counts(truth)
     assert [s.start for s in fit.layers] == true_starts(truth)
+
+
+def test_a_layer_with_one_kernel_more_before_the_anchor_still_opens_at_its_norm() -> None:
+    """Gemma 3: two sliding-window layers, then a full-attention layer with one kernel more early on (its mask), so
+    the anchor of every third layer sits one kernel later; each layer opens with a 10-kernel norm, like the final
+    norm of the epilogue. Every layer must still start at its norm."""
+    norm = [f"norm_{i}" for i in range(10)]
+    # generic kernels (one GEMM name, one elementwise name) until the attention: the first kernel that tells a
+    # layer's place, and so the anchor, comes after the mask
+    sliding = [*norm, "gemm", "gemm", "gemm", "ew", "ew", "ew", "attention", "gemm", "ew", "add", *norm, "up"]
+    sliding += ["up", "gelu_mul", "down", "ew", "add"]
+    full = [*sliding[:12], "ew", *sliding[12:]]
+    names, truth = ["embed", "scale", "cast"], [None, None, None]
+    for i, layer in enumerate([sliding, sliding, full] * 3):
+        names += layer
+        truth += [i] * len(layer)
+    names += [*norm, "lm_head"]
+    truth += [None] * 11
+    fit = period.find_layers(codes_of(names))
+    assert fit is not None
+    assert [s.start for s in fit.layers] == true_starts(truth)
+    assert [s.end - s.start for s in fit.layers] == true_counts(truth)

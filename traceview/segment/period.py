@@ -313,7 +313,7 @@ def _layers_at(
 
     Layers of another kind before the first layer are left to `_extend_left`."""
     rotated = np.roll(unit, shift)
-    bounds = _trim(codes, _segments(codes, marks - shift, rotated), rotated)
+    bounds = _trim(codes, _segments(codes, _snapped(codes, marks - shift, rotated), rotated), rotated)
     spans = _accepted(codes, bounds, rotated)
     return _extend_left(codes, spans, rotated) + spans, rotated
 
@@ -419,7 +419,11 @@ def _phases(
     position = np.arange(length)
     rotated = unit[(position[None, :] - d[:, None]) % length]  # rotated[d] starts d kernels before the anchor
     variant = _variant_first(codes, first - d, rotated[:, 0], families)
-    score = _matches(codes, first - d, rotated) + _matches(codes, last - d, rotated) + variant
+    score = (
+        _matches(codes, _snapped(codes, first - d, rotated), rotated)
+        + _matches(codes, _snapped(codes, last - d, rotated), rotated)
+        + variant
+    )
     plausible = [int(d) for d in np.flatnonzero(score == score.max())[::-1]]
     found = [(d, 1 + int(variant[d])) for d in plausible[:MAX_PHASES]]
     return found if extension in plausible[:MAX_PHASES] else [*found, (extension, 0)]
@@ -435,6 +439,24 @@ def _variant_first(
     family_of[codes] = families
     at = np.clip(starts, 0, len(codes) - 1)
     return ((starts >= 0) & (codes[at] != expected) & (families[at] == family_of[expected])).astype(np.int64)
+
+
+def _snapped(codes: np.ndarray, starts: np.ndarray, rotated: np.ndarray, reach: int = 2) -> np.ndarray:
+    """Per start, the nearest position within `reach` kernels where the layer opens like its rotated unit (first
+    two kernels): a layer of another kind with a kernel more or less before its anchor (a mask in full attention)
+    still opens with the unit's norm. The start itself when there is none."""
+    if rotated.shape[-1] < 2 or len(codes) < 2:
+        return starts
+    rotated = np.broadcast_to(rotated, (len(starts), rotated.shape[-1]))
+    snapped, found = starts.copy(), np.zeros(len(starts), dtype=bool)
+    for shift in sorted(range(-reach, reach + 1), key=abs):
+        at = starts + shift
+        inside = (at >= 0) & (at + 1 < len(codes))
+        opens = inside & (codes[np.clip(at, 0, len(codes) - 2)] == rotated[:, 0])
+        opens &= codes[np.clip(at + 1, 0, len(codes) - 1)] == rotated[:, 1]
+        take = opens & ~found
+        snapped[take], found = at[take], found | opens
+    return snapped
 
 
 def _matches(codes: np.ndarray, starts: np.ndarray, rotated: np.ndarray) -> np.ndarray:
