@@ -28,7 +28,6 @@ BARE = sorted(p.relative_to(CORPUS).as_posix() for p in truth.corpus_files(CORPU
 UNIT_OF_THREE = "a decode step holding two units of two sliding-window layers and one full-attention layer"
 HELD_OUT_MISSES = {
     **{f"torch/gemma3_{mode}_bare.pt.trace.json.gz": UNIT_OF_THREE for mode in ("generate", "graph", "prefill")},
-    "torch/lfm2_generate_bare.pt.trace.json.gz": "the prefill's layers are not found (its unit is no candidate)",
     "torch/glm4moe_generate_bare.pt.trace.json.gz": "the dense first layer's boundary in generate()",
 }
 CASES = [
