@@ -333,6 +333,32 @@ def test_times_that_are_not_timestamps_are_dropped_and_counted(tmp_path: Path) -
     assert query(db, "SELECT trace_end_ns - trace_start_ns FROM runs") == [(50,)]
 
 
+@pytest.mark.parametrize("batch_rows", [4, 65536])
+def test_stray_values_after_the_first_batch_read_as_those_in_it(
+    batch_rows: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Rows are read from SQLite unchecked; a text or real where an integer belongs fails the driver's stream after
+    its first batch (4 rows here), and the read goes on checked from that row: the same database as when the first
+    batch holds them (the read is checked from the start)."""
+    from traceview.ingest import nsys_export
+
+    monkeypatch.setattr(nsys_export, "BATCH_ROWS", batch_rows)
+    e = Export()
+    for corr in range(1, 21):
+        e.call(10, 11, corr, 100 * corr, 100 * corr + 5, "cudaLaunchKernel_v7000")
+        e.kernel(10, 0, corr, 100 * corr + 10, 100 * corr + 50)
+        e.range(10, 11, 100 * corr, 100 * corr + 60, f"r{corr}")
+    e.kernels[12] = (*e.kernels[12][:2], "zero", *e.kernels[12][3:])  # deviceId text: no device
+    e.kernels[15] = (e.kernels[15][0], 1650.5, *e.kernels[15][2:])  # end a real: dropped
+    e.calls[9] = (*e.calls[9][:4], 2.5, e.calls[9][5])  # correlationId a real: no link
+    e.nvtx[17] = (*e.nvtx[17][:2], "push", *e.nvtx[17][3:])  # eventType text: not a range
+    db = ingest(e, tmp_path)
+    assert stats(db)["time_out_of_range.gpu_work"] == 1
+    assert query(db, "SELECT count(*), count(device_id), count(launch_id) FROM gpu_activity") == [(19, 18, 18)]
+    assert query(db, "SELECT count(*), count(correlation_id) FROM launches") == [(20, 19)]
+    assert query(db, "SELECT count(*) FROM cpu_ranges") == [(19,)]
+
+
 def test_target_clock_without_system_clock_column_is_told_by_the_data(tmp_path: Path) -> None:
     """An export without systemClockNs whose events lie past the session's duration is on the target clock: its
     zero is utcEpochNs - ANALYSIS_DETAILS.startTime, and ranges that end before stopTime are closed."""

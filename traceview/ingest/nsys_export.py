@@ -188,8 +188,9 @@ def stage(
     typed int64 and fail at its first string: a first probe row of typed literals fixes every column's type (and its
     name), and is dropped on the DuckDB side.
     """
-    probe = ", ".join(("''" if kind == "t" else "0") + f" AS {name}" for name, kind in columns.items())
-    sql = " UNION ALL ".join([f"SELECT 1 AS _probe, {probe}"] + [f"SELECT 0, {part}" for part in parts])
+    literals = ", ".join(("''" if kind == "t" else "0") + f" AS {n}" for n, kind in columns.items())
+    probe = f"SELECT 1 AS _probe, {literals}"
+    sql = " UNION ALL ".join([probe] + [f"SELECT 0, {part}" for part in parts])
     # TRY_CAST: a value of the wrong type (text or 1e300 in an integer column) becomes NULL instead of failing.
     typed = ", ".join(f"TRY_CAST({n} AS {STAGED_TYPES[kind]}) AS {n}" for n, kind in columns.items())
     create = f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT {typed} FROM {{}} WHERE _probe = 0"
@@ -197,18 +198,8 @@ def stage(
         if export.duck is not None:
             con.execute(create.format(f"({sql})"))
             return
-        # SQLite columns hold any type: a stray text or real in an integer column would fail the Arrow stream.
-        checked = ", ".join(
-            f"CASE WHEN typeof({name}) = 'integer' THEN {name} END AS {name}"
-            if kind != "t"
-            else f"CAST({name} AS TEXT) AS {name}"
-            for name, kind in columns.items()
-        )
-        sql = f"SELECT _probe, {checked} FROM ({sql})"
-        with closing(export.sqlite.cursor()) as cursor:
-            cursor.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(BATCH_ROWS)})
-            cursor.execute(sql)
-            con.register("_nsys_stream", _valid_utf8(cursor.fetch_record_batch()))
+        with _sqlite_rows(export, sql, probe, columns) as stream:
+            con.register("_nsys_stream", stream)
             try:
                 con.execute(create.format("_nsys_stream"))
             finally:
@@ -224,6 +215,69 @@ def stage(
         ) from error
     except READ_ERRORS as error:
         raise _damaged(export.shown, error) from error
+
+
+@contextmanager
+def _sqlite_rows(export: Export, sql: str, probe: str, columns: dict[str, str]) -> Iterator[pa.RecordBatchReader]:
+    """The rows of `sql` (its first row `probe`, then `columns` in order) from SQLite, as Arrow batches.
+
+    SQLite columns hold any type, and a stray text or real in an integer column fails the driver's Arrow stream
+    (or, within the first batch, from which it types the columns, turns the column into text or floats). Checking
+    every value in SQLite (`typeof`) made the read 35-50% dearer, so the rows are read unchecked, and checked only
+    when needed: from the start when the first batch typed a column otherwise, else from the row where the stream
+    failed (the same query's order: delivered rows are skipped with OFFSET, behind a new probe row)."""
+    cursors: list[Any] = []
+
+    def execute(query: str) -> pa.RecordBatchReader:
+        cursors.append(cursor := export.sqlite.cursor())
+        cursor.adbc_statement.set_options(**{"adbc.sqlite.query.batch_rows": str(BATCH_ROWS)})
+        cursor.execute(query)
+        return cursor.fetch_record_batch()
+
+    text = {name for name, kind in columns.items() if kind == "t"}
+    checked = "SELECT _probe, " + ", ".join(
+        f"CAST({n} AS TEXT) AS {n}" if n in text else f"CASE WHEN typeof({n}) = 'integer' THEN {n} END AS {n}"
+        for n in columns
+    )
+    unchecked = "SELECT _probe, " + ", ".join(f"CAST({n} AS TEXT) AS {n}" if n in text else n for n in columns)
+    checked, unchecked = f"{checked} FROM ({sql})", f"{unchecked} FROM ({sql})"
+
+    def rows(reader: pa.RecordBatchReader) -> Iterator[pa.RecordBatch]:
+        delivered = 0
+        while True:
+            try:
+                batch = reader.read_next_batch()
+            except StopIteration:
+                return
+            except (OSError, adbc_driver_manager.Error, pa.ArrowException) as error:
+                if "type mismatch" not in str(error).lower():
+                    raise
+                break
+            delivered += batch.num_rows
+            yield batch
+        rest = execute(f"{probe} UNION ALL SELECT * FROM ({checked} LIMIT -1 OFFSET {delivered})")
+        for batch in rest:  # the same types as the unchecked read's (see _typed_as_staged)
+            yield pa.RecordBatch.from_arrays(
+                [c.cast(f.type) for c, f in zip(batch.columns, reader.schema, strict=True)], schema=reader.schema
+            )
+
+    try:
+        reader = execute(unchecked)
+        if _typed_as_staged(reader.schema, text):
+            yield _valid_utf8(pa.RecordBatchReader.from_batches(reader.schema, rows(reader)))
+        else:
+            yield _valid_utf8(execute(checked))
+    finally:
+        for cursor in reversed(cursors):
+            cursor.close()
+
+
+def _typed_as_staged(schema: pa.Schema, text: set[str]) -> bool:
+    """Whether the driver typed every column as stage() reads it: text as strings, the others as 64-bit integers."""
+    return all(
+        (pa.types.is_string(f.type) or pa.types.is_large_string(f.type)) if f.name in text else f.type == pa.int64()
+        for f in schema
+    )
 
 
 def string_id(export: Export, id_sql: str) -> str:
