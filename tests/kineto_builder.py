@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import traceview
+
 PID = 1000
 TID = 1001
 
@@ -84,3 +86,13 @@ class KinetoTrace:
         data = json.dumps(self.document()).encode()
         path.write_bytes(gzip.compress(data) if path.name.endswith(".gz") else data)
         return path
+
+
+def ingested_ranges(trace: KinetoTrace, tmp_path: Path, db_path: Path) -> list[tuple[str, str, int, str | None]]:
+    """Ingest `trace` and return its CPU ranges as (name, kind, depth, parent's name), outermost first."""
+    traceview.ingest([trace.write(tmp_path / "t.json")], db_path)
+    with traceview.connect(db_path) as con:
+        return con.execute(
+            """SELECT c.name, c.kind, c.depth, p.name FROM cpu_ranges c
+               LEFT JOIN cpu_ranges p ON p.run_id = c.run_id AND p.range_id = c.parent_id ORDER BY c.depth"""
+        ).fetchall()

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 from conftest import HTA
-from kineto_builder import KinetoTrace
+from kineto_builder import KinetoTrace, ingested_ranges
 
 import traceview
 
@@ -123,13 +123,7 @@ def test_ranges_nest_per_thread(tmp_path: Path, db_path: Path) -> None:
     trace = KinetoTrace()
     with trace.cpu_range("ProfilerStep#3"), trace.cpu_range("model.layers.0"), trace.cpu_range("aten::mm", "cpu_op"):
         trace.launch_kernel("gemm")
-    traceview.ingest([trace.write(tmp_path / "t.json")], db_path)
-    with traceview.connect(db_path) as con:
-        rows = con.execute(
-            """SELECT c.name, c.kind, c.depth, p.name FROM cpu_ranges c
-               LEFT JOIN cpu_ranges p ON p.run_id = c.run_id AND p.range_id = c.parent_id ORDER BY c.depth"""
-        ).fetchall()
-    assert rows == [
+    assert ingested_ranges(trace, tmp_path, db_path) == [
         ("ProfilerStep#3", "step", 0, None),
         ("model.layers.0", "annotation", 1, "ProfilerStep#3"),
         ("aten::mm", "op", 2, "model.layers.0"),

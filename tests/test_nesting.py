@@ -11,9 +11,8 @@ import duckdb
 import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from kineto_builder import KinetoTrace
+from kineto_builder import KinetoTrace, ingested_ranges
 
-import traceview
 from traceview.ingest.nesting import nest, range_nesting_table
 
 
@@ -145,10 +144,5 @@ def test_a_zero_length_op_inside_a_profiler_step_is_its_child(tmp_path: Path, db
     with trace.cpu_range("ProfilerStep#3"):
         trace.cpu_event("aten::empty", "cpu_op", 0.0)  # 0 µs, as the profiler writes short ops
         trace.launch_kernel("gemm")
-    traceview.ingest([trace.write(tmp_path / "t.json")], db_path)
-    with traceview.connect(db_path) as con:
-        rows = con.execute(
-            """SELECT c.name, c.depth, p.name FROM cpu_ranges c
-               LEFT JOIN cpu_ranges p ON p.run_id = c.run_id AND p.range_id = c.parent_id ORDER BY c.depth"""
-        ).fetchall()
+    rows = [(name, depth, parent) for name, _, depth, parent in ingested_ranges(trace, tmp_path, db_path)]
     assert rows == [("ProfilerStep#3", 0, None), ("aten::empty", 1, "ProfilerStep#3")]
