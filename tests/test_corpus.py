@@ -77,27 +77,20 @@ def test_bare_corpus_trace_matches_its_annotated_twin(tmp_path: Path, name: str)
     "name", ["vllm_gptoss_b200_tp8_prefill_rank0.json.gz", "sglang_qwen3_8b_decode_bs32_mi300x.json.gz"]
 )
 def test_serving_engine_traces_have_their_true_steps_and_layers(tmp_path: Path, name: str) -> None:
+    """Counts, then boundaries: every kernel in its true layer (the first layer opens with a plain norm, the others
+    with a fused add+norm)."""
     path = EXTERNAL / name
     if not path.exists():
         pytest.skip("../shared/external is not beside this checkout")
     summary = traceview.ingest([path], tmp_path / "run.db")
-    true = (
-        truth.qwen3_norm_truth(path) if "sglang" in name else truth.per_step(truth.one_step(truth.kineto_kernels(path)))
+    sglang = "sglang" in name
+    kernels = [] if sglang else truth.kineto_kernels(path)
+    check(
+        found_steps(tmp_path / "run.db"),
+        truth.qwen3_norm_truth(path) if sglang else truth.per_step(truth.one_step(kernels)),
     )
-    check(found_steps(tmp_path / "run.db"), true)
     assert summary.steps == 1
-
-
-@pytest.mark.parametrize(
-    "name", ["vllm_gptoss_b200_tp8_prefill_rank0.json.gz", "sglang_qwen3_8b_decode_bs32_mi300x.json.gz"]
-)
-def test_every_kernel_of_the_engine_traces_is_in_its_true_layer(tmp_path: Path, name: str) -> None:
-    """Boundaries, not only counts: the first layer opens with a plain norm, the others with a fused add+norm."""
-    path = EXTERNAL / name
-    if not path.exists():
-        pytest.skip("../shared/external is not beside this checkout")
-    traceview.ingest([path], tmp_path / "run.db")
-    true_layers = truth.qwen3_norm_layers(path) if "sglang" in name else [k.layer for k in truth.kineto_kernels(path)]
+    true_layers = truth.qwen3_norm_layers(path) if sglang else [k.layer for k in kernels]
     assert found_layers(tmp_path / "run.db") == true_layers
 
 
