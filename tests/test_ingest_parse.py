@@ -17,7 +17,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from conftest import SAMPLES
+from conftest import SAMPLES, table_rows
 
 import traceview
 from traceview.ingest import IngestOptions, kineto
@@ -29,12 +29,7 @@ TABLES = ("gpu_activity", "launches", "cpu_ranges", "gpu_ranges", "threads", "st
 
 
 def _rows(db: Path) -> dict[str, list[tuple[object, ...]]]:
-    with duckdb.connect(str(db), read_only=True) as con:
-        rows = {t: con.execute(f"SELECT * EXCLUDE (run_id) FROM {t} ORDER BY ALL").fetchall() for t in TABLES}
-        rows["stats"] = con.execute(
-            "SELECT rank, name, value FROM ingest_stats WHERE name <> 'json_bytes' ORDER BY ALL"
-        ).fetchall()
-    return rows
+    return table_rows(db, TABLES, "SELECT rank, name, value FROM ingest_stats WHERE name <> 'json_bytes' ORDER BY ALL")
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
-from conftest import HTA, SAMPLES
+from conftest import HTA, SAMPLES, table_rows
 from kineto_builder import KinetoTrace
 
 import traceview
@@ -28,12 +28,7 @@ TABLES = {
 
 
 def _rows(db: Path) -> dict[str, list[tuple[object, ...]]]:
-    with duckdb.connect(str(db), read_only=True) as con:
-        rows = {t: con.execute(f"SELECT * EXCLUDE (run_id) FROM {t} ORDER BY ALL").fetchall() for t in TABLES}
-        rows["ingest_stats"] = con.execute(
-            "SELECT rank, name, severity, value FROM ingest_stats ORDER BY ALL"
-        ).fetchall()
-    return rows
+    return table_rows(db, TABLES, "SELECT rank, name, severity, value FROM ingest_stats ORDER BY ALL")
 
 
 @pytest.fixture(scope="module")
