@@ -17,9 +17,11 @@ read with every value as raw JSON, cast with TRY_CAST; truncation and --salvage 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -278,12 +280,26 @@ def _stage_streamed(con: duckdb.DuckDBPyConnection, trace_file: Path, options: I
     with pipes as paths:
         try:
             source = _read_json(FAST_EVENT_COLUMNS, FAST_MAX_EVENT)
-            _stage(con, source, [[str(p) for p in paths]], FAST_ARG_COLUMNS, FAST_EVENT_COLUMNS["ts"])
+            with _any_row_order(con):
+                _stage(con, source, [[str(p) for p in paths]], FAST_ARG_COLUMNS, FAST_EVENT_COLUMNS["ts"])
         except BaseException:
             pipes.cancel()
             raise
         pipes.finish()
     return Staged({**header.metadata, **pipes.trailer}, header.offset + pipes.json_bytes, 0, streamed=True)
+
+
+@contextlib.contextmanager
+def _any_row_order(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """Let DuckDB stage the pipes' rows in any order: its threads then read two pipes at once, where keeping the
+    order held staging to ~1.1 cores (realistic 1 GB: 11.2 -> 8.8 s wall for the same CPU). Nothing reads _ev in
+    its row order (every insert numbers rows by their columns; the pipes' rows came in no fixed order anyway)."""
+    con.execute("SET preserve_insertion_order = false")
+    try:
+        yield
+    finally:
+        with contextlib.suppress(duckdb.Error):  # a failed read has aborted the transaction: the caller starts over
+            con.execute("RESET preserve_insertion_order")
 
 
 def _threads(con: duckdb.DuckDBPyConnection) -> int:
