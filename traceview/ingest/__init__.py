@@ -9,12 +9,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import os
 import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import cache
@@ -22,12 +20,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..errors import BadInputError, TraceviewError, UsageError, is_text, os_problem
-from ..scratch import scratch_directory
 from ..stepsel import format_steps
 from ..version import __version__
-from . import common, jsonstream, spool
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     import duckdb
 
 KINETO = "kineto"
@@ -272,6 +270,8 @@ def _detect_directory(path: Path) -> str:
 def opened_source(paths: Sequence[str | Path]) -> Iterator[Source]:
     """resolve_source, with any stream among the paths (`-` for stdin, a FIFO, `<(zcat trace.json.gz)`) first
     copied into a scratch directory that lives as long as the block (ingest/spool.py)."""
+    from ..scratch import scratch_directory  # loaded by the commands that ingest, not with the CLI's options
+
     with contextlib.ExitStack() as cleanup:
 
         @cache
@@ -284,6 +284,8 @@ def opened_source(paths: Sequence[str | Path]) -> Iterator[Source]:
 def resolve_source(paths: Sequence[str | Path], scratch: Callable[[], Path] | None = None) -> Source:
     """Check that the paths exist, can be read and agree on a backend; fingerprint them. Streams are copied into
     the directory `scratch()` gives (see opened_source); without it they are refused."""
+    from . import jsonstream, spool
+
     if not paths:
         raise BadInputError(None, "no trace given", "name at least one trace file")
     given: dict[Path, str] = {}  # stand-ins in `scratch()` -> what the user named
@@ -348,6 +350,8 @@ def checked_label(label: str) -> str:
 
 def _resolved(given: str | Path) -> Path:
     """`given` as an absolute path, links resolved; a stream as given (resolving /dev/fd/63 names `pipe:[…]`)."""
+    from . import spool
+
     path = Path(given).expanduser()
     try:
         os.fsencode(path)
@@ -381,6 +385,8 @@ def _checked_readable(path: Path) -> Path:
 
 def _in_background(work: Callable[[], str]) -> Future[str]:
     """Run `work` in a daemon thread; its result (or exception) arrives in the returned future."""
+    from concurrent.futures import Future  # with hashlib: ~10 ms of start-up that only an ingest needs
+
     future: Future[str] = Future()
 
     def run() -> None:
@@ -396,6 +402,8 @@ def _in_background(work: Callable[[], str]) -> Future[str]:
 def _fingerprint(files: Sequence[Path], known: dict[Path, str]) -> str:
     """SHA-256 of one file; of a run of several, the SHA-256 of their sorted digests. `known`: digests computed
     already (of the copies of streams)."""
+    import hashlib
+
     digests = sorted(known.get(f) or _sha256(f) for f in files)
     return digests[0] if len(digests) == 1 else hashlib.sha256("".join(digests).encode()).hexdigest()
 
@@ -413,6 +421,8 @@ def _size(path: Path) -> int:
 
 
 def _sha256(path: Path) -> str:
+    import hashlib
+
     digest = hashlib.sha256()
     targets = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
     for target in targets:
@@ -471,6 +481,8 @@ def load_run(con: duckdb.DuckDBPyConnection, source: Source, label: str, options
 
     The source's SHA-256 is filled in last, so that hashing overlaps the load.
     """
+    from . import common
+
     run_id = con.execute("SELECT coalesce(max(run_id), 0) + 1 FROM runs").fetchall()[0][0]
     con.execute(
         """INSERT INTO runs (run_id, label, backend, source_path, source_sha256, source_bytes, traceview_version,
@@ -518,6 +530,8 @@ def load_run(con: duckdb.DuckDBPyConnection, source: Source, label: str, options
 
 def _check_steps(con: duckdb.DuckDBPyConnection, run_id: int, steps: tuple[int, ...], source: Source) -> None:
     """--steps must select at least one ProfilerStep#N of the trace: a one-line error naming those it has."""
+    from . import common
+
     present = common.profiler_step_numbers(con, run_id)
     if not set(steps) & set(present):
         have = f"its steps are {format_steps(present)}" if present else "it has no ProfilerStep#N ranges"
