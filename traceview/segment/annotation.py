@@ -247,9 +247,12 @@ def _earliest_other_end(end: np.ndarray, layer: np.ndarray, at: np.ndarray) -> n
 
 
 def assign(con: duckdb.DuckDBPyConnection) -> None:
-    """Fill `_seg_ann(activity_id, layer, name)` from CPU layer ranges, then GPU layer ranges."""
+    """Fill `_seg_ann(activity_id, layer, name)` from CPU layer ranges, then GPU layer ranges (when there are any:
+    finding the activities left to them takes a pass over all of them, ~1 CPU-s per 3 M)."""
+    gpu_layers = con.execute("SELECT count(*) FROM (SELECT 1 FROM _seg_gpu_events WHERE layer IS NOT NULL LIMIT 1)")
+    by_gpu = "UNION ALL SELECT activity_id, layer, label FROM by_gpu" if gpu_layers.fetchall()[0][0] else ""
     con.execute(
-        """
+        f"""
         CREATE OR REPLACE TEMP TABLE _seg_ann AS
         WITH by_cpu AS (
             SELECT a.activity_id, e.layer, e.label
@@ -267,7 +270,7 @@ def assign(con: duckdb.DuckDBPyConnection) -> None:
             WHERE e.layer IS NOT NULL
         )
         SELECT activity_id, layer, label AS name FROM by_cpu
-        UNION ALL SELECT activity_id, layer, label FROM by_gpu
+        {by_gpu}
         """
     )
 

@@ -83,7 +83,8 @@ def _stage_steps(con: duckdb.DuckDBPyConnection) -> None:
 
 
 def _layers(con: duckdb.DuckDBPyConnection, run_id: int, options: SegmentOptions) -> _LayerOutcome:
-    """Fill `_seg_layer_of(activity_id, layer, method, confidence, name)`."""
+    """Fill `_seg_layer_of(activity_id, layer, method, confidence, name, rank, step, kind, start_ns, end_ns)`: the
+    activity's columns of `_seg_k` come along, so that writing the layers joins nothing more."""
     con.execute("DROP TABLE IF EXISTS _seg_cpu_events")
     named = annotation.layer_names_table(con, run_id, options.layer_pattern)
     enclosing = annotation.timelines(con, run_id) if named else 0
@@ -99,22 +100,26 @@ def _layers(con: duckdb.DuckDBPyConnection, run_id: int, options: SegmentOptions
     _period_layers(con, run_id)
     failed = _fall_back(con, options.method)
     con.execute(
-        """
+        f"""
         CREATE OR REPLACE TEMP TABLE _seg_layer_of AS
-        SELECT a.activity_id, a.layer, 'annotation' AS method, 1.0 AS confidence, a.name
+        SELECT a.activity_id, a.layer, 'annotation' AS method, 1.0 AS confidence, a.name, {_ACTIVITY}
         FROM _seg_ann a JOIN _seg_k k USING (activity_id) JOIN _seg_choice c USING (rank, step)
         WHERE c.method = 'annotation'
         UNION ALL
-        SELECT g.activity_id, g.layer, 'graph', 1.0, g.name
+        SELECT g.activity_id, g.layer, 'graph', 1.0, g.name, {_ACTIVITY}
         FROM _seg_graph g JOIN _seg_k k USING (activity_id) JOIN _seg_choice c USING (rank, step)
         WHERE c.method = 'graph'
         UNION ALL
-        SELECT p.activity_id, p.layer, 'period', p.confidence, NULL
+        SELECT p.activity_id, p.layer, 'period', p.confidence, NULL, {_ACTIVITY}
         FROM _seg_period p JOIN _seg_k k USING (activity_id) JOIN _seg_choice c USING (rank, step)
         WHERE c.method = 'period'
         """
     )
     return _LayerOutcome(failed, enclosing)
+
+
+# The columns of `_seg_k` (alias k) that _seg_layer_of carries for _write.
+_ACTIVITY = "k.rank, k.step, k.kind, k.start_ns, k.end_ns"
 
 
 def _choose_methods(con: duckdb.DuckDBPyConnection, method: Method) -> None:
@@ -264,11 +269,8 @@ def _write(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
     params = {"run": run_id}
     con.execute(
         """
-        DELETE FROM _seg_layer_of WHERE activity_id IN (
-            SELECT l.activity_id FROM _seg_layer_of l JOIN _seg_k k USING (activity_id)
-            WHERE (k.rank, k.step, l.layer) NOT IN (
-                SELECT (k2.rank, k2.step, l2.layer) FROM _seg_layer_of l2 JOIN _seg_k k2 USING (activity_id)
-                WHERE k2.kind = 'kernel'))
+        DELETE FROM _seg_layer_of
+        WHERE (rank, step, layer) NOT IN (SELECT DISTINCT (rank, step, layer) FROM _seg_layer_of WHERE kind = 'kernel')
         """
     )
     con.execute(
@@ -295,10 +297,10 @@ def _write(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
     con.execute(
         """
         INSERT INTO layers
-        SELECT $run, k.rank, k.step, l.layer, arg_min(l.name, length(l.name)), min(k.start_ns), max(k.end_ns),
-               count(*) FILTER (k.kind = 'kernel'), any_value(l.method), round(min(l.confidence), 4)
-        FROM _seg_layer_of l JOIN _seg_k k USING (activity_id)
-        GROUP BY k.rank, k.step, l.layer
+        SELECT $run, rank, step, layer, arg_min(name, length(name)), min(start_ns), max(end_ns),
+               count(*) FILTER (kind = 'kernel'), any_value(method), round(min(confidence), 4)
+        FROM _seg_layer_of
+        GROUP BY rank, step, layer
         """,
         params,
     )
