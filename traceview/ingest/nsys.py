@@ -571,13 +571,19 @@ def _insert_cpu_ranges(con: duckdb.DuckDBPyConnection, params: dict[str, int]) -
     the domain's name, NULL for the default domain.
 
     Each range's place n in time order (longer first; domain creations are numbered too) and its nesting are found
-    on narrow columns (no names; a thread is one key, (pid << 24) | tid); the insert joins the wide columns once.
-    Measured with DuckDB 2.0 on 6.4 M ranges under a 1 GiB cap, 2 cores: see bench/README.md."""
+    on narrow columns (no names; a thread is one key, (pid << 24) | tid); the insert pairs them with the wide rows by
+    position (POSITIONAL JOIN: _nested_ranges returns them in _nnvtx's order). Joining on the rowid instead built a
+    hash table of the wide rows: 6.4 M ranges of the 1 GB bench export, DuckDB 2.0, 1 GiB cap, 2 cores: the insert
+    ~9.5 -> 6.9 CPU-s (see also bench/README.md)."""
     domain_rows = f"SELECT 1 FROM _nnvtx WHERE event_type = {NVTX_DOMAIN_CREATE} LIMIT 1"
     has_domains = bool(con.execute(f"SELECT count(*) FROM ({domain_rows})").fetchall()[0][0])
     # Without domain creations, the join with domains (empty) still costs a pass over the wide rows.
     domain_name = "coalesce(d.name, 'domain_' || e.domain_id)" if has_domains else "'domain_' || e.domain_id"
-    domain_join = "LEFT JOIN domains d ON d.pid = p.pid AND d.domain_id = e.domain_id" if has_domains else ""
+    pid = "(e.global_tid >> 24) & 16777215"
+    domain_join = f"LEFT JOIN domains d ON d.pid = {pid} AND d.domain_id = e.domain_id" if has_domains else ""
+    # The first range_id as a parameter: a CROSS JOIN with it made DuckDB materialize the 6.4 M wide rows (1.6 s).
+    base = con.execute("SELECT coalesce(max(range_id), 0) FROM cpu_ranges WHERE run_id = ?", [params["run"]])
+    params = params | {"base": base.fetchall()[0][0]}
     con.register("_nnested", _nested_ranges(con))
     try:
         con.execute(
@@ -587,19 +593,16 @@ def _insert_cpu_ranges(con: duckdb.DuckDBPyConnection, params: dict[str, int]) -
             WITH domains AS (
                 SELECT (global_tid >> 24) & 16777215 AS pid, domain_id, arg_min(text, start_ns) AS name
                 FROM _nnvtx WHERE event_type = {NVTX_DOMAIN_CREATE} GROUP BY ALL
-            ), base AS (
-                SELECT coalesce(max(range_id), 0) AS base FROM cpu_ranges WHERE run_id = $run
             )
-            SELECT $run, p.rank, base.base + f.n, p.pid, e.global_tid & 16777215, e.start_ns + $shift,
+            SELECT $run, f.rank, $base + f.n, {pid}, e.global_tid & 16777215, e.start_ns + $shift,
                    {_RANGE_END} + $shift, f.is_mark OR NOT e.open, coalesce(e.text, ''),
                    CASE WHEN f.is_mark THEN 'mark' ELSE 'nvtx' END,
                    CASE WHEN coalesce(e.domain_id, 0) <> 0 THEN {domain_name} END,
-                   f.depth, base.base + f.parent_n
-            FROM _nnested f
-            JOIN _nnvtx_closed e ON e.row = f.row
-            JOIN _nproc p ON p.pid IS NOT DISTINCT FROM (e.global_tid >> 24) & 16777215
-            CROSS JOIN base
+                   f.depth, $base + f.parent_n
+            FROM _nnvtx_closed e
+            POSITIONAL JOIN _nnested f
             {domain_join}
+            WHERE f.kept
             """,
             params,
         )
@@ -615,8 +618,9 @@ _RANGE_END = (
 
 
 def _nested_ranges(con: duckdb.DuckDBPyConnection) -> pa.Table:
-    """(row, n, is_mark, depth, parent_n) of every NVTX range and mark of a ranked process: its staged row, its place
-    in time order, and its nesting among the ranges of its thread (marks: depth 0, no parent).
+    """(kept, rank, n, is_mark, depth, parent_n), one row per staged NVTX event in _nnvtx's order: kept for the ranges
+    and marks of a ranked process, with their rank, their place in time order and their nesting among the ranges of
+    their thread (marks: depth 0, no parent).
 
     One sort, in time order: n is the place in it (every staged event is numbered, domain creations and events of
     processes without a rank too); a stable sort by thread of the kept rows then gives each thread's ranges by start,
@@ -626,10 +630,9 @@ def _nested_ranges(con: duckdb.DuckDBPyConnection) -> pa.Table:
     data = con.execute(
         f"""
         SELECT e.row, (((e.global_tid >> 24) & 16777215) << 24) | (e.global_tid & 16777215) AS thread,
-               e.event_type IN ({marks}) AS is_mark, e.start_ns, {_RANGE_END} AS end_ns,
-               e.event_type <> {NVTX_DOMAIN_CREATE} AND EXISTS (
-                   SELECT 1 FROM _nproc p WHERE p.pid IS NOT DISTINCT FROM (e.global_tid >> 24) & 16777215) AS kept
-        FROM _nnvtx_closed e
+               e.event_type IN ({marks}) AS is_mark, e.start_ns, {_RANGE_END} AS end_ns, p.rank,
+               e.event_type <> {NVTX_DOMAIN_CREATE} AND p.rank IS NOT NULL AS kept
+        FROM _nnvtx_closed e LEFT JOIN _nproc p ON p.pid IS NOT DISTINCT FROM (e.global_tid >> 24) & 16777215
         ORDER BY e.start_ns, e.end_ns DESC, e.global_tid, e.row
         """
     ).fetchnumpy()
@@ -647,15 +650,32 @@ def _nested_ranges(con: duckdb.DuckDBPyConnection) -> pa.Table:
     found, parent = nesting.nest(heads, start[ranges], end[ranges])
     depth[ranges] = found
     parent_n[ranges] = np.where(parent >= 0, n[ranges][np.maximum(parent, 0)], 0)
-    return pa.table(
-        {
-            "row": np.asarray(data["row"], dtype=np.int64)[order],
-            "n": n,
-            "is_mark": is_mark,
-            "depth": depth,
-            "parent_n": pa.array(parent_n, mask=depth == 0),
-        }
-    )
+    place = _staged_places(np.asarray(data["row"], dtype=np.int64))[order]
+    rank = np.ma.getdata(data["rank"])[order]
+    return _in_staged_order(place, len(data["row"]), rank=rank, n=n, is_mark=is_mark, depth=depth, parent_n=parent_n)
+
+
+def _staged_places(rows: np.ndarray) -> np.ndarray:
+    """The place of each of `rows` (the rowids of every staged event, deletions leave gaps) in _nnvtx's own order.
+    (Rows of a table created in the open transaction count from about 2^55: offsets from the first.)"""
+    offsets = rows - rows.min() if len(rows) else rows
+    present = np.zeros(int(offsets.max(initial=-1)) + 1, dtype=bool)
+    present[offsets] = True
+    return (np.cumsum(present) - 1)[offsets]
+
+
+def _in_staged_order(place: np.ndarray, count: int, **columns: np.ndarray) -> pa.Table:
+    """`kept` and `columns`, one row per staged event in _nnvtx's order: the values of the kept events at `place`,
+    zero for the others (parent_n: NULL, as at depth 0)."""
+    kept = np.zeros(count, dtype=bool)
+    kept[place] = True
+    table = {"kept": kept}
+    for name, values in columns.items():
+        spread = np.zeros(count, dtype=values.dtype)
+        spread[place] = values
+        table[name] = spread
+    table["parent_n"] = pa.array(table["parent_n"], mask=~kept | (table["depth"] == 0))
+    return pa.table(table)
 
 
 def _insert_threads(con: duckdb.DuckDBPyConnection, params: dict[str, int]) -> None:
