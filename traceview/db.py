@@ -30,7 +30,7 @@ CONNECT_CONFIG = {"autoinstall_known_extensions": False}
 MIN_MEMORY_BUDGET = 1 << 30  # below this, a small trace's ingest would spill for nothing
 RAM_SHARE = 0.8  # DuckDB's own default limit: 80% of physical memory
 # sha256 of schema.sql's columns as _columns_digest writes them. Every command checks a database's columns against
-# it (3 ms) instead of building schema.sql in memory (0.12 s); tests/test_db checks it against schema.sql.
+# it (3 ms) instead of building schema.sql in memory (0.12 s); tests/test_startup.py checks it against schema.sql.
 SCHEMA_COLUMNS_SHA256 = "82f2651178bbef174b20d48642ce05ebf4c306fc1af52b0415995119a8aa6827"
 
 
