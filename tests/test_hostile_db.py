@@ -110,8 +110,14 @@ SIGNAL_IDS = ["ctrl-c", "sigterm", "sighup", "kill-9"]
 
 
 def _start_ingest(trace: Path, db: Path) -> subprocess.Popen[str]:
+    """The ingest as a terminal starts it: Ctrl-C not ignored, even when these tests run in a background job (a
+    shell without job control starts those with SIGINT ignored, and the child would inherit that)."""
     return subprocess.Popen(
-        traceview_cmd("ingest", trace, "-o", db), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        traceview_cmd("ingest", trace, "-o", db),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
 
 
