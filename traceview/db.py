@@ -47,6 +47,11 @@ def first_row(rows: list[tuple[Any, ...]]) -> tuple[Any, ...] | None:
     return rows[0] if rows else None
 
 
+def has_rows(con: duckdb.DuckDBPyConnection, query: str) -> bool:
+    """Whether `query` (SQL) returns a row; DuckDB stops at the first."""
+    return bool(con.execute(f"SELECT EXISTS ({query})").fetchall()[0][0])
+
+
 def schema_sql() -> str:
     """The DDL of every table, with a comment on each table and column."""
     return resources.files("traceview").joinpath("schema.sql").read_text()

@@ -36,7 +36,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from ..db import first_row
+from ..db import first_row, has_rows
 from ..scratch import scratch_directory
 from . import IngestOptions, LoadedSource, Source, common, nesting
 from .nsys_export import (
@@ -575,8 +575,7 @@ def _insert_cpu_ranges(con: duckdb.DuckDBPyConnection, params: dict[str, int]) -
     position (POSITIONAL JOIN: _nested_ranges returns them in _nnvtx's order). Joining on the rowid instead built a
     hash table of the wide rows: 6.4 M ranges of the 1 GB bench export, DuckDB 2.0, 1 GiB cap, 2 cores: the insert
     ~9.5 -> 6.9 CPU-s (see also bench/README.md)."""
-    domain_rows = f"SELECT 1 FROM _nnvtx WHERE event_type = {NVTX_DOMAIN_CREATE} LIMIT 1"
-    has_domains = bool(con.execute(f"SELECT count(*) FROM ({domain_rows})").fetchall()[0][0])
+    has_domains = has_rows(con, f"SELECT 1 FROM _nnvtx WHERE event_type = {NVTX_DOMAIN_CREATE}")
     # Without domain creations, the join with domains (empty) still costs a pass over the wide rows.
     domain_name = "coalesce(d.name, 'domain_' || e.domain_id)" if has_domains else "'domain_' || e.domain_id"
     pid = "(e.global_tid >> 24) & 16777215"

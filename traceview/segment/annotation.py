@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from ..db import has_rows
 from ..ingest import nesting
 
 # `model.layers.7`, `layers.7`, `transformer.h.7`, `blocks.7`, `encoder.layer.7`, also inside vLLM's NVTX dict
@@ -249,8 +250,7 @@ def _earliest_other_end(end: np.ndarray, layer: np.ndarray, at: np.ndarray) -> n
 def assign(con: duckdb.DuckDBPyConnection) -> None:
     """Fill `_seg_ann(activity_id, layer, name)` from CPU layer ranges, then GPU layer ranges (when there are any:
     finding the activities left to them takes a pass over all of them, ~1 CPU-s per 3 M)."""
-    gpu_layers = con.execute("SELECT count(*) FROM (SELECT 1 FROM _seg_gpu_events WHERE layer IS NOT NULL LIMIT 1)")
-    by_gpu = "UNION ALL SELECT activity_id, layer, label FROM by_gpu" if gpu_layers.fetchall()[0][0] else ""
+    by_gpu = _BY_GPU if has_rows(con, "SELECT 1 FROM _seg_gpu_events WHERE layer IS NOT NULL") else ""
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE _seg_ann AS
@@ -261,18 +261,22 @@ def assign(con: duckdb.DuckDBPyConnection) -> None:
               ON a.rank = e.rank AND a.l_pid IS NOT DISTINCT FROM e.lane_a AND a.l_tid IS NOT DISTINCT FROM e.lane_b
              AND a.l_start >= e.t
             WHERE e.layer IS NOT NULL
-        ), by_gpu AS (
-            SELECT a.activity_id, e.layer, e.label
-            FROM (SELECT * FROM _seg_a WHERE activity_id NOT IN (SELECT activity_id FROM by_cpu)) a
-            ASOF JOIN _seg_gpu_events e
-              ON a.rank = e.rank AND a.device_id IS NOT DISTINCT FROM e.lane_a
-             AND a.stream_id IS NOT DISTINCT FROM e.lane_b AND a.start_ns >= e.t
-            WHERE e.layer IS NOT NULL
         )
         SELECT activity_id, layer, label AS name FROM by_cpu
         {by_gpu}
         """
     )
+
+
+# SQL added to assign's query: the activities no CPU layer range placed, by the GPU layer ranges of their stream.
+_BY_GPU = """
+        UNION ALL
+        SELECT a.activity_id, e.layer, e.label
+        FROM (SELECT * FROM _seg_a WHERE activity_id NOT IN (SELECT activity_id FROM by_cpu)) a
+        ASOF JOIN _seg_gpu_events e
+          ON a.rank = e.rank AND a.device_id IS NOT DISTINCT FROM e.lane_a
+         AND a.stream_id IS NOT DISTINCT FROM e.lane_b AND a.start_ns >= e.t
+        WHERE e.layer IS NOT NULL"""
 
 
 def _flatten(con: duckdb.DuckDBPyConnection, events: str) -> None:

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import duckdb
 
+from ..db import has_rows
+
 LAUNCH_CALL = r"(?i)launchkernel|launchcooperativekernel|memcpy.*async|memset.*async"
 GRAPH_LAUNCH = r"(?i)graphlaunch"
 
@@ -32,7 +34,7 @@ def assign(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
         return
     _by_nodes(con, run_id)
     _replays(con)
-    if not _has_rows(con, "_seg_replays"):
+    if not has_rows(con, "SELECT 1 FROM _seg_replays"):
         return  # no graph replayed: the captures need not be found (0.5-3.6 CPU-s at 3-12 M events)
     _captures(con, run_id)
     con.execute(
@@ -49,10 +51,6 @@ def assign(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
         WHERE c.layer IS NOT NULL AND r.activity_id NOT IN (SELECT activity_id FROM _seg_graph)
         """
     )
-
-
-def _has_rows(con: duckdb.DuckDBPyConnection, table: str) -> bool:
-    return bool(con.execute(f"SELECT count(*) FROM (SELECT 1 FROM {table} LIMIT 1)").fetchall()[0][0])
 
 
 def _has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
