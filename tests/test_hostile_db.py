@@ -18,10 +18,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
+import pandas as pd
 import pytest
 from conftest import HTA, SAMPLES
 from fuzz_runner import db_fingerprint
 from hostile_traces import assert_one_line_error, traceview, traceview_cmd, write_kineto
+
+from traceview.db import execute_with
 
 SMALL = HTA / "trace_compare" / "base" / "base.json.gz"
 OTHER = HTA / "trace_compare" / "test" / "test.json.gz"
@@ -187,6 +190,83 @@ def test_interrupted_ingest_of_a_new_database_leaves_no_database(
     assert done.returncode == 0, done.stderr
     assert [p.name for p in tmp_path.glob("new.db*")] == ["new.db"]  # the next ingest removed any stale twin
     assert not list(spill.iterdir())  # and the killed one's spill directory
+
+
+# Where the signal lands decides what Python does with the KeyboardInterrupt the handler raises. Each snippet sends
+# SIGTERM to its own process and runs on until the handler has run, in a place Python mishandles:
+LANDINGS = {
+    # in a __del__ (importlib's module locks run such callbacks on every import): printed and dropped, and the
+    # ingest went on to write the run
+    "dropped in a __del__": """
+class Landing:
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGTERM)
+        sum(range(100_000))
+Landing()
+""",
+    # in code compiled from a string (dataclasses builds __init__ so): CPython 3.11 marks it unhandled for good and
+    # the process ended killed by SIGINT, not with 128 + SIGTERM
+    "raised in exec'd code": """
+exec("os.kill(os.getpid(), signal.SIGTERM)\\nsum(range(100_000))")
+""",
+}
+_LANDING_RUNNER = """
+import os, signal, sys
+import traceview.api as api
+from traceview import cli
+
+segment_run = api.segment_run
+def landing_then_segment_run(*args, **kwargs):
+{landing}
+    return segment_run(*args, **kwargs)
+
+api.segment_run = landing_then_segment_run
+sys.argv = ["traceview", "ingest", sys.argv[1], "-o", sys.argv[2]]
+cli.main()
+"""
+
+
+@pytest.mark.parametrize("landing", LANDINGS.values(), ids=LANDINGS.keys())
+def test_a_signal_that_python_mishandles_still_stops_the_ingest(landing: str, db: Path, tmp_path: Path) -> None:
+    """Caught in 80 real runs of the ingest above, SIGTERM in its first second: one wrote its run and exited 0, three
+    ended killed by SIGINT. Here the signal lands in those places every time. The runner runs as `python -m`, as
+    the tests above run traceview: `python -c` exits through another path that hides the second case."""
+    before = db_fingerprint(db)
+    indented = "\n".join("    " + line for line in landing.strip().splitlines())
+    (tmp_path / "landing_runner.py").write_text(_LANDING_RUNNER.format(landing=indented))
+    command = [sys.executable, "-m", "landing_runner", SMALL, db]
+    done = subprocess.run(command, capture_output=True, text=True, check=False, cwd=tmp_path)
+    assert done.returncode == 128 + signal.SIGTERM, (done.returncode, done.stderr)
+    assert done.stderr == "error: stopped by SIGTERM — nothing was written; run the command again\n"
+    assert db_fingerprint(db) == before
+    assert not list(db.parent.glob(db.name + ".tmp-*"))
+
+
+def test_a_signal_during_the_commit_lets_the_write_finish() -> None:
+    """The commit is not cut in half; the command then knows its output was written (its message says so)."""
+    script = """
+import os, signal
+from traceview import interrupts
+interrupts.install()
+with interrupts.committing():
+    os.kill(os.getpid(), signal.SIGTERM)
+    sum(range(100_000))
+print(interrupts.received(), interrupts.written())
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=False)
+    assert (done.returncode, done.stdout, done.stderr) == (0, f"{int(signal.SIGTERM)} True\n", "")
+
+
+def test_a_failed_statement_over_a_registered_frame_raises_its_own_error() -> None:
+    """The statement's error, not the aborted transaction's refusal to drop the frame's view: an interrupted
+    segmentation once ended in a traceback of that refusal instead of the one-line "stopped by SIGTERM"."""
+    con = duckdb.connect()
+    con.execute("BEGIN TRANSACTION")
+    frame = pd.DataFrame({"text": ["not a number"]})
+    with pytest.raises(duckdb.ConversionException):
+        execute_with(con, "_frame", frame, "CREATE TABLE t AS SELECT text::INTEGER FROM _frame")
+    with pytest.raises(duckdb.TransactionException):  # what a plain try/finally unregister would have raised
+        con.unregister("_frame")
 
 
 def test_two_ingests_creating_the_same_database_at_once_lose_no_run(tmp_path: Path, big_trace: Path) -> None:

@@ -22,6 +22,7 @@ import typer
 from rich.console import Console
 
 from . import diff as diff_stage
+from . import interrupts
 from .choices import Kind
 from .errors import TraceviewError, UsageError, os_problem
 from .ingest import IngestOptions, parse_memory_limit, parse_pattern, parse_steps, parse_time_window
@@ -44,9 +45,6 @@ app = typer.Typer(
 stderr = Console(stderr=True, highlight=False, soft_wrap=True, markup=False, emoji=False)
 _state = {"debug": False}
 INTERRUPTED = 130  # exit code after Ctrl-C (128 + SIGINT), as shells report it
-# Signals that end a command the way Ctrl-C does, cleaning up (kill, a closed terminal, a job scheduler's stop).
-TERMINATING = (signal.SIGTERM, signal.SIGHUP)
-_received: list[int] = []  # the terminating signal that arrived, if any
 
 DbArg = Annotated[Path, typer.Argument(help="A database written by `traceview ingest`.", show_default=False)]
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="Output format.")]
@@ -516,39 +514,18 @@ def _summary_row(summary: api.RunSummary) -> dict[str, object]:
 
 def main() -> None:
     """Entry point: run the app, turning library errors into one line and an exit code."""
-    for terminating in TERMINATING:
-        signal.signal(terminating, _on_terminating_signal)
+    interrupts.install()
     warnings.showwarning = _show_warning
     # A name drawn in a picture with a character its font lacks (CJK, emoji, a control character) is drawn as a box.
     warnings.filterwarnings("ignore", message="Glyph .* missing from font")
     try:
         code = app(standalone_mode=False)  # a command's typer.Exit(n) comes back as n
-    except TraceviewError as error:
-        if _state["debug"]:
-            raise
-        say(f"error: {error}")
-        sys.exit(error.exit_code)
-    except (typer.Abort, KeyboardInterrupt):
+    except KeyboardInterrupt:
         _exit_interrupted()
-    except BrokenPipeError:  # the reader of stdout went away (| head): nothing more to say to anyone
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes
-        sys.exit(1)
-    except OSError as error:  # one the library did not word itself
-        if _state["debug"]:
-            raise
-        problem, remedy = os_problem(error) or ("failed", "check the path")
-        say(f"error: {error.filename or 'traceview'}: {problem} — {remedy}")
-        sys.exit(2)
-    except Exception as error:  # click's usage errors (typer's own copy of click) arrive here
-        if isinstance(error, RuntimeError) and str(error) == "Query interrupted":
-            _exit_interrupted()  # DuckDB turns a Ctrl-C during a query into this RuntimeError
-        from . import db
-
-        damaged = db.damage_error(error)  # a damaged block met while reading a database
-        if damaged is not None and not _state["debug"]:
-            say(f"error: {damaged}")
-            sys.exit(damaged.exit_code)
-        _exit_on_usage_error(error)
+    except Exception as error:
+        if interrupts.received() is not None or _is_interruption(error):
+            _exit_interrupted()  # whatever stopped work raised next (an aborted transaction refusing a cleanup)
+        _exit_on_error(error)
         raise
     if code == INTERRUPTED:  # typer turns a Ctrl-C outside DuckDB into Exit(130), which comes back as 130
         _exit_interrupted()
@@ -556,27 +533,47 @@ def main() -> None:
         sys.exit(code)
 
 
+def _is_interruption(error: Exception) -> bool:
+    """typer's Abort, or the RuntimeError DuckDB raises for a Ctrl-C during a query."""
+    return isinstance(error, typer.Abort) or (isinstance(error, RuntimeError) and str(error) == "Query interrupted")
+
+
+def _exit_on_error(error: Exception) -> None:
+    """One stderr line and an exit code for a library error, an OS error, a damaged database or a usage error;
+    returns for any other error (or under --debug), which the caller re-raises."""
+    if isinstance(error, BrokenPipeError):  # the reader of stdout went away (| head): nothing more to say
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes
+        sys.exit(1)
+    if _state["debug"]:
+        return
+    if isinstance(error, TraceviewError):
+        say(f"error: {error}")
+        sys.exit(error.exit_code)
+    if isinstance(error, OSError):  # one the library did not word itself
+        problem, remedy = os_problem(error) or ("failed", "check the path")
+        say(f"error: {error.filename or 'traceview'}: {problem} — {remedy}")
+        sys.exit(2)
+    from . import db
+
+    damaged = db.damage_error(error)  # a damaged block met while reading a database
+    if damaged is not None:
+        say(f"error: {damaged}")
+        sys.exit(damaged.exit_code)
+    _exit_on_usage_error(error)  # click's usage errors (typer's own copy of click)
+
+
 def _show_warning(message: Warning | str, category: type[Warning], *_where: object, **_more: object) -> None:
     """A library's warning as one printable stderr line (Python's own shows the file, line and source)."""
     say(f"warning: {category.__name__}: {message}")
 
 
-def _on_terminating_signal(signum: int, _frame: object) -> None:
-    """End the command as Ctrl-C does (KeyboardInterrupt), so that every cleanup runs: the temporary database,
-    DuckDB's spill, the scratch copies. A second such signal cannot interrupt the cleanup; kill -9 still ends it."""
-    _received.append(signum)
-    for terminating in TERMINATING:
-        signal.signal(terminating, signal.SIG_IGN)
-    raise KeyboardInterrupt
-
-
 def _exit_interrupted() -> None:
-    if not _received:
-        say("error: interrupted — nothing was written; run the command again")
-        sys.exit(INTERRUPTED)
-    name = signal.Signals(_received[0]).name
-    say(f"error: stopped by {name} — nothing was written; run the command again")
-    sys.exit(128 + _received[0])
+    """One line for a stopped command, then the exit code a shell expects (128 + the signal), at once."""
+    signum = interrupts.received() or signal.SIGINT
+    what = "interrupted" if signum == signal.SIGINT else f"stopped by {signal.Signals(signum).name}"
+    outcome = "its output was already written" if interrupts.written() else "nothing was written; run the command again"
+    say(f"error: {what} — {outcome}")
+    interrupts.exit_now(128 + signum)
 
 
 def _exit_on_usage_error(error: Exception) -> None:

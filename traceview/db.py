@@ -19,6 +19,7 @@ from typing import Any
 
 import duckdb
 
+from . import interrupts
 from .errors import DatabaseError, is_text, os_problem
 from .scratch import process_exists, scratch_directory
 from .version import SCHEMA_VERSION
@@ -50,6 +51,20 @@ def first_row(rows: list[tuple[Any, ...]]) -> tuple[Any, ...] | None:
 def has_rows(con: duckdb.DuckDBPyConnection, query: str) -> bool:
     """Whether `query` (SQL) returns a row; DuckDB stops at the first."""
     return bool(con.execute(f"SELECT EXISTS ({query})").fetchall()[0][0])
+
+
+def execute_with(con: duckdb.DuckDBPyConnection, name: str, data: Any, sql: str, params: Any = None) -> None:
+    """Run `sql` with `data` (a DataFrame, an Arrow table or reader) readable as the view `name`, then drop the
+    view. When the statement fails, DuckDB has aborted the transaction and refuses the drop as well: the
+    statement's own error is the one raised (an interrupted one stays an interruption)."""
+    con.register(name, data)
+    try:
+        con.execute(sql, params)
+    except BaseException:
+        with contextlib.suppress(duckdb.Error):
+            con.unregister(name)
+        raise
+    con.unregister(name)
 
 
 def schema_sql() -> str:
@@ -306,7 +321,8 @@ def _existing_session(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
     con.execute("BEGIN TRANSACTION")
     try:
         yield con
-        con.execute("COMMIT")
+        with interrupts.committing():
+            con.execute("COMMIT")
     except BaseException:
         with contextlib.suppress(duckdb.Error):  # a failed COMMIT (a full disk) has already ended the transaction
             con.execute("ROLLBACK")
@@ -336,7 +352,8 @@ def _new_session(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
         con.execute("COMMIT")
         con.execute("CHECKPOINT")
         con.close()
-        _move_into_place(tmp, path)
+        with interrupts.committing():
+            _move_into_place(tmp, path)
     except BaseException:
         with contextlib.suppress(duckdb.Error):  # after a fatal error (a failed checkpoint) close fails too
             con.close()

@@ -15,6 +15,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from . import interrupts
 from .errors import OutputError, os_problem
 
 PREFIX = "traceview-"
@@ -63,7 +64,8 @@ def replacing(path: str | Path) -> Iterator[Path]:
         tmp = target.with_name(f".{target.name}.tmp")
         try:
             yield tmp
-            tmp.replace(target)
+            with interrupts.committing():
+                tmp.replace(target)
         finally:
             with contextlib.suppress(OSError):  # the error that matters came first
                 tmp.unlink(missing_ok=True)

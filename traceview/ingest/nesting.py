@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from ..db import execute_with
+
 if TYPE_CHECKING:
     import duckdb
 
@@ -45,9 +47,12 @@ def range_nesting_table(
     depth, parent = nest(thread_heads([data[c] for c in thread], len(ids)), data["start_ns"], data["end_ns"])
     parent_id = pd.arrays.IntegerArray(ids[np.maximum(parent, 0)] if len(ids) else ids, parent < 0)
     frame = pd.DataFrame({key: ids, "depth": depth.astype(np.int32), "parent_id": parent_id})
-    con.register("_range_parent_frame", frame)
-    con.execute("CREATE OR REPLACE TEMP TABLE _range_parent AS SELECT * FROM _range_parent_frame")
-    con.unregister("_range_parent_frame")
+    execute_with(
+        con,
+        "_range_parent_frame",
+        frame,
+        "CREATE OR REPLACE TEMP TABLE _range_parent AS SELECT * FROM _range_parent_frame",
+    )
 
 
 def thread_heads(columns: list[np.ndarray], n: int) -> np.ndarray:

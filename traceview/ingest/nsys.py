@@ -36,7 +36,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from ..db import first_row, has_rows
+from ..db import execute_with, first_row, has_rows
 from ..scratch import scratch_directory
 from . import IngestOptions, LoadedSource, Source, common, nesting
 from .nsys_export import (
@@ -583,30 +583,29 @@ def _insert_cpu_ranges(con: duckdb.DuckDBPyConnection, params: dict[str, int]) -
     # The first range_id as a parameter: a CROSS JOIN with it made DuckDB materialize the 6.4 M wide rows (1.6 s).
     base = con.execute("SELECT coalesce(max(range_id), 0) FROM cpu_ranges WHERE run_id = ?", [params["run"]])
     params = params | {"base": base.fetchall()[0][0]}
-    con.register("_nnested", _nested_ranges(con))
-    try:
-        con.execute(
-            f"""
-            INSERT INTO cpu_ranges (run_id, rank, range_id, pid, tid, start_ns, end_ns, closed, name, kind, domain,
-                                    depth, parent_id)
-            WITH domains AS (
-                SELECT (global_tid >> 24) & 16777215 AS pid, domain_id, arg_min(text, start_ns) AS name
-                FROM _nnvtx WHERE event_type = {NVTX_DOMAIN_CREATE} GROUP BY ALL
-            )
-            SELECT $run, f.rank, $base + f.n, {pid}, e.global_tid & 16777215, e.start_ns + $shift,
-                   {_RANGE_END} + $shift, f.is_mark OR NOT e.open, coalesce(e.text, ''),
-                   CASE WHEN f.is_mark THEN 'mark' ELSE 'nvtx' END,
-                   CASE WHEN coalesce(e.domain_id, 0) <> 0 THEN {domain_name} END,
-                   f.depth, $base + f.parent_n
-            FROM _nnvtx_closed e
-            POSITIONAL JOIN _nnested f
-            {domain_join}
-            WHERE f.kept
-            """,
-            params,
+    execute_with(
+        con,
+        "_nnested",
+        _nested_ranges(con),
+        f"""
+        INSERT INTO cpu_ranges (run_id, rank, range_id, pid, tid, start_ns, end_ns, closed, name, kind, domain,
+                                depth, parent_id)
+        WITH domains AS (
+            SELECT (global_tid >> 24) & 16777215 AS pid, domain_id, arg_min(text, start_ns) AS name
+            FROM _nnvtx WHERE event_type = {NVTX_DOMAIN_CREATE} GROUP BY ALL
         )
-    finally:
-        con.unregister("_nnested")
+        SELECT $run, f.rank, $base + f.n, {pid}, e.global_tid & 16777215, e.start_ns + $shift,
+               {_RANGE_END} + $shift, f.is_mark OR NOT e.open, coalesce(e.text, ''),
+               CASE WHEN f.is_mark THEN 'mark' ELSE 'nvtx' END,
+               CASE WHEN coalesce(e.domain_id, 0) <> 0 THEN {domain_name} END,
+               f.depth, $base + f.parent_n
+        FROM _nnvtx_closed e
+        POSITIONAL JOIN _nnested f
+        {domain_join}
+        WHERE f.kept
+        """,
+        params,
+    )
 
 
 # A staged NVTX event's end: a mark's is its start; a range that ends before it starts ends at its start.

@@ -29,6 +29,7 @@ import adbc_driver_sqlite.dbapi as sqlite_dbapi
 import duckdb
 import pyarrow as pa
 
+from ..db import execute_with
 from ..errors import BadInputError, ToolMissingError
 from . import IngestOptions
 
@@ -199,12 +200,7 @@ def stage(
             con.execute(create.format(f"({sql})"))
             return
         with _sqlite_rows(export, sql, probe, columns) as stream:
-            con.register("_nsys_stream", stream)
-            try:
-                con.execute(create.format("_nsys_stream"))
-            finally:
-                with suppress(duckdb.Error):  # after a failed statement the transaction refuses everything
-                    con.unregister("_nsys_stream")
+            execute_with(con, "_nsys_stream", stream, create.format("_nsys_stream"))
     except adbc_driver_manager.ProgrammingError as error:
         if "malformed" in str(error):
             raise _damaged(export.shown, error) from error

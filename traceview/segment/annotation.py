@@ -25,7 +25,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ..db import has_rows
+from ..db import execute_with, has_rows
 from ..ingest import nesting
 
 # `model.layers.7`, `layers.7`, `transformer.h.7`, `blocks.7`, `encoder.layer.7`, also inside vLLM's NVTX dict
@@ -121,9 +121,9 @@ def layer_names_table(con: duckdb.DuckDBPyConnection, run_id: int, layer_pattern
             "label": [r[2].label for r in rows],
         }
     )
-    con.register("_seg_names_frame", frame)
-    con.execute("CREATE OR REPLACE TEMP TABLE _seg_names AS SELECT * FROM _seg_names_frame")
-    con.unregister("_seg_names_frame")
+    execute_with(
+        con, "_seg_names_frame", frame, "CREATE OR REPLACE TEMP TABLE _seg_names AS SELECT * FROM _seg_names_frame"
+    )
     return len(rows)
 
 
@@ -219,11 +219,9 @@ def _drop_enclosing(con: duckdb.DuckDBPyConnection) -> int:
         other_end = _earliest_other_end(end[lo:hi], layer[lo:hi], at[lo:hi] - lo)
         enclosing[lo:hi] = other_end <= end[lo:hi]
     removed = pa.table({"range_id": np.asarray(data["range_id"])[enclosing]})
-    con.register("_seg_enclosing", removed)
-    try:
-        con.execute("DELETE FROM _seg_lanes WHERE range_id IN (SELECT range_id FROM _seg_enclosing)")
-    finally:
-        con.unregister("_seg_enclosing")
+    execute_with(
+        con, "_seg_enclosing", removed, "DELETE FROM _seg_lanes WHERE range_id IN (SELECT range_id FROM _seg_enclosing)"
+    )
     return int(enclosing.sum())
 
 

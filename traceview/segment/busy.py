@@ -20,6 +20,8 @@ import duckdb
 import numpy as np
 import pandas as pd
 
+from ..db import execute_with
+
 # Scopes: the partition columns of each, and whether its idle gaps are kept.
 SCOPES = {"rank": ("rank",), "step": ("rank", "step"), "layer": ("rank", "step", "layer")}
 GAP_SCOPES = ("step", "layer")
@@ -160,10 +162,5 @@ def _running_max(first: np.ndarray, end: np.ndarray) -> np.ndarray:
 
 
 def _insert(con: duckdb.DuckDBPyConnection, table: str, frame: pd.DataFrame, run_id: int, scope: str) -> None:
-    con.register("_seg_busy_frame", frame)
-    try:
-        con.execute(
-            f"INSERT INTO {table} BY NAME SELECT ? AS run_id, ? AS scope, * FROM _seg_busy_frame", [run_id, scope]
-        )
-    finally:
-        con.unregister("_seg_busy_frame")
+    insert = f"INSERT INTO {table} BY NAME SELECT ? AS run_id, ? AS scope, * FROM _seg_busy_frame"
+    execute_with(con, "_seg_busy_frame", frame, insert, [run_id, scope])

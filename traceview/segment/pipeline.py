@@ -14,6 +14,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
+from ..db import execute_with
 from . import Method, SegmentOptions, SegmentResult, annotation, busy, family, graph, period, steps
 
 INDUCTOR_INDEX = r"^(triton_[a-z]+_fused_.*)_\d+$"
@@ -189,12 +190,15 @@ def _period_layers(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
         """
     ).fetchnumpy()
     frame, solved = _solve_steps(data, kernel_families(con, run_id))
-    con.register("_seg_period_frame", frame)
-    con.execute("CREATE OR REPLACE TEMP TABLE _seg_period AS SELECT * FROM _seg_period_frame")
-    con.unregister("_seg_period_frame")
-    con.register("_seg_solved_frame", solved)
-    con.execute("CREATE OR REPLACE TEMP TABLE _seg_period_steps AS SELECT * FROM _seg_solved_frame")
-    con.unregister("_seg_solved_frame")
+    execute_with(
+        con, "_seg_period_frame", frame, "CREATE OR REPLACE TEMP TABLE _seg_period AS SELECT * FROM _seg_period_frame"
+    )
+    execute_with(
+        con,
+        "_seg_solved_frame",
+        solved,
+        "CREATE OR REPLACE TEMP TABLE _seg_period_steps AS SELECT * FROM _seg_solved_frame",
+    )
     con.execute(
         """
         INSERT INTO _seg_period

@@ -28,6 +28,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
+from ..db import execute_with
 from . import passes
 from .graph import GRAPH_LAUNCH
 
@@ -156,9 +157,7 @@ def _insert_steps(con: duckdb.DuckDBPyConnection, rows: list[StepRow]) -> None:
     rows = sorted(rows, key=lambda r: r[0])  # stable: a rank's steps stay in order
     columns = ["rank", "step", "name", "cpu_start", "cpu_end", "phase", "warmup", "method"]
     frame = pd.DataFrame(rows, columns=columns).astype({"cpu_start": "Int64", "cpu_end": "Int64"})
-    con.register("_seg_steps_frame", frame)
-    con.execute("INSERT INTO _seg_steps SELECT * FROM _seg_steps_frame")
-    con.unregister("_seg_steps_frame")
+    execute_with(con, "_seg_steps_frame", frame, "INSERT INTO _seg_steps SELECT * FROM _seg_steps_frame")
 
 
 def step_numbers(names: list[str]) -> list[int]:
@@ -237,9 +236,9 @@ def _drop_strays(con: duckdb.DuckDBPyConnection) -> None:
     ]
     drop = np.concatenate(strays) if strays else np.array([], dtype=np.int64)
     if len(drop):
-        con.register("_seg_strays", pd.DataFrame({"activity_id": drop}))
-        con.execute("DELETE FROM _seg_step_of WHERE activity_id IN (SELECT activity_id FROM _seg_strays)")
-        con.unregister("_seg_strays")
+        strays_frame = pd.DataFrame({"activity_id": drop})
+        delete = "DELETE FROM _seg_step_of WHERE activity_id IN (SELECT activity_id FROM _seg_strays)"
+        execute_with(con, "_seg_strays", strays_frame, delete)
 
 
 def _steps_from_kernels(con: duckdb.DuckDBPyConnection, ranks: list[int]) -> _RankSteps:
@@ -279,9 +278,7 @@ def _steps_from_kernels(con: duckdb.DuckDBPyConnection, ranks: list[int]) -> _Ra
         rows += [(int(rank[lo]), step, None, None, None, "unknown", False, found.method) for step in range(found.steps)]
     if kept:
         frame = pd.DataFrame({"activity_id": np.concatenate(kept), "step": np.concatenate(steps_of)})
-        con.register("_seg_k_frame", frame)
-        con.execute("INSERT INTO _seg_step_of SELECT * FROM _seg_k_frame")
-        con.unregister("_seg_k_frame")
+        execute_with(con, "_seg_k_frame", frame, "INSERT INTO _seg_step_of SELECT * FROM _seg_k_frame")
         _join_by_span(con, ranks)
     return _RankSteps(rows, method_of)
 
