@@ -539,13 +539,19 @@ def _is_interruption(error: Exception) -> bool:
 
 
 def _exit_on_error(error: Exception) -> None:
-    """One stderr line and an exit code for a library error, an OS error, a damaged database or a usage error;
-    returns for any other error (or under --debug), which the caller re-raises."""
+    """One stderr line and an exit code for a closed stdout, a library error, an OS error, a damaged database or a
+    usage error; returns for any other error, which the caller re-raises (under --debug, a library or OS error too)."""
     if isinstance(error, BrokenPipeError):  # the reader of stdout went away (| head): nothing more to say
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error when Python flushes
         sys.exit(1)
-    if _state["debug"]:
-        return
+    if not _state["debug"]:
+        _exit_on_worded_error(error)
+    elif isinstance(error, TraceviewError | OSError):
+        return  # --debug shows their traceback
+    _exit_on_usage_error(error)  # click's usage errors (typer's own copy of click)
+
+
+def _exit_on_worded_error(error: Exception) -> None:
     if isinstance(error, TraceviewError):
         say(f"error: {error}")
         sys.exit(error.exit_code)
@@ -559,7 +565,6 @@ def _exit_on_error(error: Exception) -> None:
     if damaged is not None:
         say(f"error: {damaged}")
         sys.exit(damaged.exit_code)
-    _exit_on_usage_error(error)  # click's usage errors (typer's own copy of click)
 
 
 def _show_warning(message: Warning | str, category: type[Warning], *_where: object, **_more: object) -> None:
