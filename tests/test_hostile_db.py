@@ -257,6 +257,32 @@ print(interrupts.received(), interrupts.written())
     assert (done.returncode, done.stdout, done.stderr) == (0, f"{int(signal.SIGTERM)} True\n", "")
 
 
+def test_a_signal_after_the_command_finished_changes_nothing(db: Path, tmp_path: Path) -> None:
+    """SIGTERM while Python shuts down after a complete command (an atexit callback sends it here; after a large
+    ingest that phase lasts 0.3 s and more). Before, the handler's KeyboardInterrupt was printed from the callback;
+    later in the shutdown, with the handlers gone, the signal killed the process: -15 after 5 of 30 SIGTERMs sent
+    5-7 s into a 6 s ingest, each one after the run was committed."""
+    runner = """
+import atexit, os, signal, sys
+from traceview import cli
+
+def signal_during_shutdown():
+    os.kill(os.getpid(), signal.SIGTERM)
+    for _ in range(100_000):  # Python code, where a handler would run
+        pass
+    print("the shutdown went on")
+
+atexit.register(signal_during_shutdown)
+sys.argv = ["traceview", "info", sys.argv[1]]
+cli.main()
+"""
+    (tmp_path / "shutdown_runner.py").write_text(runner)
+    command = [sys.executable, "-m", "shutdown_runner", db]
+    done = subprocess.run(command, capture_output=True, text=True, check=False, cwd=tmp_path)
+    assert (done.returncode, done.stderr) == (0, "")
+    assert "eager" in done.stdout and done.stdout.endswith("the shutdown went on\n")
+
+
 def test_a_failed_statement_over_a_registered_frame_raises_its_own_error() -> None:
     """The statement's error, not the aborted transaction's refusal to drop the frame's view: an interrupted
     segmentation once ended in a traceback of that refusal instead of the one-line "stopped by SIGTERM"."""

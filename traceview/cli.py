@@ -527,6 +527,7 @@ def main() -> None:
             _exit_interrupted()  # whatever stopped work raised next (an aborted transaction refusing a cleanup)
         _exit_on_error(error)
         raise
+    interrupts.finished()
     if code == INTERRUPTED:  # typer turns a Ctrl-C outside DuckDB into Exit(130), which comes back as 130
         _exit_interrupted()
     if isinstance(code, int) and code:

@@ -7,8 +7,9 @@ the signal arrives, and two places mishandle it:
   command would go on to write its output;
 - inside code compiled from a string (dataclasses builds each `__init__` that way) CPython marks it unhandled for
   good, and the process then ends killed by SIGINT instead of with its exit code (seen on Python 3.11).
-So a write asks again as it commits (`committing`), and the command ends through `exit_now`, which skips Python's
-shutdown (every cleanup has already run by then).
+So a write asks again as it commits (`committing`), and a stopped command ends through `exit_now`, which skips
+Python's shutdown (every cleanup has already run by then); a command that finished ignores signals from then on
+(`finished`).
 """
 
 from __future__ import annotations
@@ -44,6 +45,14 @@ def _on_signal(signum: int, _frame: object) -> None:
             signal.signal(terminating, signal.SIG_IGN)
     if not _state["committing"]:
         raise KeyboardInterrupt
+
+
+def finished() -> None:
+    """The command's work is done and printed: from here a signal has nothing to stop. Ignored, it cannot turn a
+    complete run into one killed by it, as it would once Python's shutdown has taken the handlers away (0.3 s and
+    more after a large ingest)."""
+    for stopping in (*TERMINATING, signal.SIGINT):
+        signal.signal(stopping, signal.SIG_IGN)
 
 
 def received() -> int | None:
