@@ -137,10 +137,10 @@ class Annotations:
     """The twin's annotations: per decoder layer a record_function and an NVTX range, opened by a forward pre-hook
     and closed by a forward hook; `step(name)` brackets one forward pass the same way."""
 
-    def __init__(self, model: torch.nn.Module) -> None:
+    def __init__(self, model: torch.nn.Module, layers: list[torch.nn.Module] | None = None) -> None:
         self.handles: list[torch.utils.hooks.RemovableHandle] = []
         self.open: list[torch.autograd.profiler.record_function] = []
-        for index, layer in enumerate(model.model.layers):
+        for index, layer in enumerate(model.model.layers if layers is None else layers):
             name = f"model.layers.{index}"
             self.handles.append(layer.register_forward_pre_hook(lambda *_, n=name: self._push(n)))
             self.handles.append(layer.register_forward_hook(lambda *_, n=name: self._pop()))
@@ -225,16 +225,17 @@ def compile_whole(model: torch.nn.Module) -> None:
 class Recorder:
     """The profiler around the recorded steps: torch.profiler (Kineto), nsys (cudaProfilerStart/Stop) or none."""
 
-    def __init__(self, kind: str, out: Path) -> None:
+    def __init__(self, kind: str, out: Path, cpu: bool = True) -> None:
         self.kind = kind
         self.out = out
+        self.cpu = cpu  # False: CUDA activities only (kernels, copies and the runtime calls that launch them)
         if kind == "torch" and torch.cuda.is_available():
             # Kineto must be initialised before a CUDA graph is captured (pytorch/pytorch#75504)
             with torch.profiler.profile(activities=self._activities()):
                 pass
 
     def _activities(self) -> list[torch.profiler.ProfilerActivity]:
-        acts = [torch.profiler.ProfilerActivity.CPU]
+        acts = [torch.profiler.ProfilerActivity.CPU] if self.cpu or not torch.cuda.is_available() else []
         if torch.cuda.is_available():
             acts.append(torch.profiler.ProfilerActivity.CUDA)
         return acts
