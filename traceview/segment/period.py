@@ -132,6 +132,9 @@ def split_alternating(codes: np.ndarray, fit: PeriodFit, kinds: bool = True) -> 
     if not whole:
         return fit
     unit = codes[whole[0].start : whole[0].end]
+    boundaries = boundary_cuts(unit) if kinds else None
+    if boundaries:
+        return _split(codes, fit, boundaries)
     repeated = _repeated_opening_cuts(unit) if kinds else None
     if repeated is not None:
         return _split(codes, fit, repeated)
@@ -142,6 +145,51 @@ def split_alternating(codes: np.ndarray, fit: PeriodFit, kinds: bool = True) -> 
             if cuts is not None:
                 return _split(codes, fit, cuts)
     return fit
+
+
+def boundary_cuts(unit: np.ndarray) -> list[int] | None:
+    """Offsets of the layer boundaries inside a unit that holds several layers, or None (one layer).
+
+    Every decoder layer has one token mixer and one channel mixer, each behind a norm and a residual add. The
+    unit starts where a layer starts, so its boundary context - its last kernel (the residual add) followed by
+    its first two (the input norm) - is where layers meet. Inside the unit the same context marks either a
+    layer boundary or, in a pre-norm layer, the norm before its channel mixer: the pieces between the marks are
+    then halves, a token-mixing half and a channel-mixing half in turn, and a layer is two of them.
+    - Two neighbouring pieces that are identical are whole layers (a token-mixing half is never followed by the
+      same half): every mark is a layer boundary (post-norm and parallel-block layers, whose channel mixer has
+      no norm of its own; LFM2's convolution layers before an attention one). A piece much longer than the
+      identical ones holds layers that open otherwise (a post-norm layer opens with its own token mixer): it is
+      also cut after each occurrence of their closing kernels.
+    - Otherwise the pieces are halves: from the unit's start, every second mark is a layer boundary (dense and
+      MoE layers in turn, linear and full attention, sliding and full attention).
+    An odd number of halves, or only two, is one layer."""
+    length = len(unit)
+    if length < 4:
+        return None
+    context = (unit[:-1] == unit[-1]) & (unit[1:] == unit[0]) & (np.roll(unit, -2)[:-1] == unit[1])
+    marks = [int(j) + 1 for j in np.flatnonzero(context)]
+    if not marks:
+        return None
+    bounds = [0, *marks, length]
+    pieces = [unit[a:b].tobytes() for a, b in itertools.pairwise(bounds)]
+    if any(a == b for a, b in zip(pieces, pieces[1:] + pieces[:1], strict=True)):
+        return _closing_cuts(unit, bounds, pieces)
+    if len(pieces) % 2 == 0 and len(pieces) >= 4:
+        return marks[1::2]
+    return None
+
+
+def _closing_cuts(unit: np.ndarray, bounds: list[int], pieces: list[bytes]) -> list[int]:
+    """Every mark, and inside a piece at least 1.5 times as long as the most common piece, a cut after each
+    occurrence of that piece's last three kernels (the layers it holds close like it)."""
+    common = max(set(pieces), key=lambda p: (pieces.count(p), len(p)))
+    size = next(b - a for (a, b), p in zip(itertools.pairwise(bounds), pieces, strict=True) if p == common)
+    tail = unit[bounds[pieces.index(common) + 1] - 3 : bounds[pieces.index(common) + 1]]
+    cuts = set(bounds[1:-1])
+    for (a, b), piece in zip(itertools.pairwise(bounds), pieces, strict=True):
+        if piece != common and b - a >= 1.5 * size:
+            cuts.update(int(i) for i in _closing_hits(unit[a:b], tail) + a if a + size // 2 <= i <= b - size // 2)
+    return sorted(cuts)
 
 
 def _repeated_opening_cuts(unit: np.ndarray, gram: int = 2) -> list[int] | None:
