@@ -97,10 +97,7 @@ def _layers(codes: np.ndarray, lo: int, hi: int) -> list[tuple[int, int]]:
         return []
     spans = [(lo + s.start, lo + s.end) for s in fit.layers]
     typical = spans[len(spans) // 2]
-    # one instance tells whether the unit is a whole iteration; a unit of layers of several kinds (three linear
-    # attention layers and a full one) holds layers too, but meets its neighbours where its own layers meet
-    several_kinds = period.boundary_cuts(codes[typical[0] : typical[1]]) is not None
-    if not several_kinds and _inner_layers(codes, *typical, {}):
+    if _inner_layers(codes, *typical, {}):  # one instance tells whether the unit is a whole iteration
         cache: dict[bytes, list[tuple[int, int]]] = {}
         return sorted(itertools.chain.from_iterable(_inner_layers(codes, a, b, cache) for a, b in spans))
     found = list(spans)

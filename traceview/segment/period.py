@@ -30,6 +30,7 @@ The algorithm, near-linear in the number of kernels:
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -45,6 +46,7 @@ NEAR_TIE = 0.9  # a shorter period wins when it covers at least this share of th
 MAX_CANDIDATES = 12  # a prefill among decode steps can hold a dozen shorter regular periods
 MIN_COVERAGE = 0.2
 EXACT_OR_CONFIDENT = 0.8  # without two identical layers, the mean confidence a fit needs
+ACCEPT_EDGE = 0.9  # share of an edge layer's kernels that found layers also run
 MAX_PHASES = 4  # plausible phases tried, earliest first (the spill of a final norm is rarely wider)
 SPLIT_ALIKE = 0.75  # multiset similarity of the parts of a unit that holds several layers of alternating kinds
 MIN_BLOCK = 8  # the fewest kernels of a layer repeated at the start of a unit of several layers
@@ -82,12 +84,17 @@ class _CodeStats:
 
 
 def find_layers(
-    codes: np.ndarray, min_layers: int = MIN_LAYERS, families: np.ndarray | None = None, kinds: bool = True
+    codes: np.ndarray,
+    min_layers: int = MIN_LAYERS,
+    families: np.ndarray | None = None,
+    kinds: bool = True,
+    edges: bool = True,
 ) -> PeriodFit | None:
     """The best layer segmentation of `codes`, or None when nothing repeats at least `min_layers` times.
     `families` (one id per kernel, segment/family.py) tells which different kernels are variants of one operation:
     a first layer that opens with a variant of the others' opening kernel is cut where they are. With `kinds`
-    false, a unit of several layers of different sizes stays whole (segment/passes.py wants parts of one size)."""
+    false, a unit of several layers of different sizes stays whole (segment/passes.py wants parts of one size). With
+    `edges`, layers the unit left out at the edges and in gaps are added (`with_edge_layers`)."""
     codes = np.ascontiguousarray(codes, dtype=np.int64)
     if len(codes) < 2 * min_layers:
         return None
@@ -95,7 +102,10 @@ def find_layers(
     stats = code_stats(codes)
     fits = [fit for period in candidate_periods(stats) if (fit := _fit(codes, stats, period, min_layers, families))]
     best = choose(fits)
-    return split_alternating(codes, best, kinds) if best else None
+    if best is None:
+        return None
+    fit = split_alternating(codes, best, kinds)
+    return with_edge_layers(codes, fit) if edges else fit
 
 
 def choose(fits: list[PeriodFit]) -> PeriodFit | None:
@@ -190,6 +200,123 @@ def _closing_cuts(unit: np.ndarray, bounds: list[int], pieces: list[bytes]) -> l
         if piece != common and b - a >= 1.5 * size:
             cuts.update(int(i) for i in _closing_hits(unit[a:b], tail) + a if a + size // 2 <= i <= b - size // 2)
     return sorted(cuts)
+
+
+def with_edge_layers(codes: np.ndarray, fit: PeriodFit) -> PeriodFit:
+    """The fit with the layers it left out at its edges and in its gaps, found where layers meet.
+
+    Where two found layers meet, the kernels around the boundary (the last kernel of one, the first two of the
+    next) are the boundary context; it also marks, inside each layer of a pre-norm stack, the norm before the
+    channel mixer. A layer that the repeating unit could not place (a lone dense layer before MoE ones, the last
+    layer of a stack that ends in the middle of its unit, a layer of another kind between two found ones) is
+    then the stretch from one boundary to the next: two marks on when each found layer holds one mark inside,
+    one mark on when it holds none. Such a stretch is taken only when it looks like a layer: between a third and
+    three times the typical layer's length, its kernels nearly all (ACCEPT_EDGE) among those of found layers, and
+    on the left, opening like the found layers."""
+    spans = sorted(fit.layers, key=lambda s: s.start)
+    context = _boundary_context(codes, spans)
+    if context is None:
+        return fit
+    marks = _marks(codes, context)
+    inside = [int(np.count_nonzero((marks > s.start) & (marks < s.end))) for s in spans]
+    step = {0: 1, 1: 2}.get(int(np.median(inside)))
+    if step is None:
+        return fit
+    typical = float(np.median([s.end - s.start for s in spans]))
+    known = np.zeros(int(codes.max()) + 1, dtype=bool)
+    for span in spans:
+        known[codes[span.start : span.end]] = True
+
+    def layer_like(a: int, b: int) -> bool:
+        return typical / 3 <= b - a <= 3 * typical and _known_share(a, b) >= ACCEPT_EDGE
+
+    def _known_share(a: int, b: int) -> float:
+        return float(np.mean(known[codes[a:b]]))
+
+    spans = [_trimmed(span, marks, step, layer_like) for span in spans]
+    found: list[LayerSpan] = []
+    for left, right in itertools.pairwise(spans):  # gaps between found layers
+        found += _layers_between(marks, left.end, right.start, step, layer_like)
+    end = spans[-1].end
+    while (nxt := _next_layer(marks, end, step)) is not None and layer_like(end, nxt):
+        found.append(LayerSpan(end, nxt, 0.5))
+        end = nxt
+    start = spans[0].start
+    while prev := [p for p in _previous_layer(codes, marks, context, start, step) if layer_like(p, start)]:
+        found.append(LayerSpan(prev[0], start, 0.5))
+        start = prev[0]
+    if not found and spans == sorted(fit.layers, key=lambda s: s.start):
+        return fit
+    layers = tuple(sorted([*spans, *found], key=lambda s: s.start))
+    covered = sum(s.end - s.start for s in layers)
+    return PeriodFit(
+        layers, fit.period, covered / len(codes), fit.confidence, agreement(codes, layers), alike(codes, layers)
+    )
+
+
+def _trimmed(span: LayerSpan, marks: np.ndarray, step: int, layer_like: Callable[[int, int], bool]) -> LayerSpan:
+    """A layer that holds more boundaries than a layer does ends at its `step`-th (it swallowed the final norm and
+    what follows: an epilogue, or the next forward pass's prologue)."""
+    inner = marks[(marks > span.start) & (marks < span.end)]
+    if len(inner) < step or not layer_like(span.start, int(inner[step - 1])):
+        return span
+    return LayerSpan(span.start, int(inner[step - 1]), span.confidence)
+
+
+def _boundary_context(codes: np.ndarray, spans: list[LayerSpan]) -> tuple[int, int, int] | None:
+    """The most common (last kernel, first kernel, second kernel) where two found layers meet."""
+    seen = [
+        (int(codes[b.start - 1]), int(codes[b.start]), int(codes[b.start + 1]))
+        for a, b in itertools.pairwise(spans)
+        if a.end == b.start and b.start + 1 < len(codes)
+    ]
+    if not seen:
+        return None
+    return max(set(seen), key=seen.count)
+
+
+def _marks(codes: np.ndarray, context: tuple[int, int, int]) -> np.ndarray:
+    """Positions j where codes[j-1:j+2] is the boundary context."""
+    if len(codes) < 3:
+        return np.array([], dtype=np.int64)
+    hit = (codes[:-2] == context[0]) & (codes[1:-1] == context[1]) & (codes[2:] == context[2])
+    return np.flatnonzero(hit) + 1
+
+
+def _layers_between(
+    marks: np.ndarray, start: int, end: int, step: int, layer_like: Callable[[int, int], bool]
+) -> list[LayerSpan]:
+    """Layers filling [start, end) from boundary to boundary, when every one of them looks like a layer."""
+    inner = [int(m) for m in marks if start < m < end]
+    bounds = [start, *inner, end]
+    if start == end or (len(bounds) - 1) % step:
+        return []
+    cuts = bounds[::step]
+    pieces = list(itertools.pairwise(cuts))
+    return [LayerSpan(a, b, 0.5) for a, b in pieces] if all(layer_like(a, b) for a, b in pieces) else []
+
+
+def _next_layer(marks: np.ndarray, start: int, step: int) -> int | None:
+    """End of a layer that starts at `start` (a boundary): `step` marks on."""
+    later = marks[marks > start]
+    return int(later[step - 1]) if len(later) >= step else None
+
+
+def _previous_layer(
+    codes: np.ndarray, marks: np.ndarray, context: tuple[int, int, int], end: int, step: int
+) -> list[int]:
+    """Where a layer that ends at `end` may start, most likely first: `step` boundaries back, or - the first layer
+    of a forward pass has no residual add before it - where the layer's opening (the context's two kernels) last
+    occurs before its last boundary."""
+    earlier = marks[marks < end]
+    if len(earlier) < step - 1:
+        return []
+    before = int(earlier[-(step - 1)]) if step > 1 else end
+    starts = [int(earlier[-step])] if len(earlier) >= step else []
+    if before < 2:
+        return starts
+    opening = np.flatnonzero((codes[: before - 1] == context[1]) & (codes[1:before] == context[2]))
+    return [*starts, int(opening[-1])] if len(opening) else starts
 
 
 def _repeated_opening_cuts(unit: np.ndarray, gram: int = 2) -> list[int] | None:
