@@ -53,6 +53,12 @@ LayerPatternOpt = Annotated[
     str | None, typer.Option(help="Regex naming layer ranges; its first number group is the layer index.")
 ]
 StepPatternOpt = Annotated[str | None, typer.Option(help="Regex naming step ranges (NVTX or record_function).")]
+LayersOpt = Annotated[
+    int | None, typer.Option("--layers", help="Layers per forward pass, if known: found layers must agree.", min=1)
+]
+ModelConfigOpt = Annotated[
+    Path | None, typer.Option("--model-config", help="The model's config.json: its num_hidden_layers as --layers.")
+]
 
 
 def _show_version(asked: bool) -> None:
@@ -116,6 +122,8 @@ def ingest(
     method: MethodOpt = Method.auto,
     layer_pattern: LayerPatternOpt = None,
     step_pattern: StepPatternOpt = None,
+    layers: LayersOpt = None,
+    model_config: ModelConfigOpt = None,
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Read traces into a DuckDB database, then find steps and layers (atomic: on error nothing is written)."""
@@ -136,7 +144,7 @@ def ingest(
             memory_limit=parse_memory_limit(memory_limit),
             keep_host=keep_host,
         )
-        segment_options = _segment_options(method, layer_pattern, step_pattern)
+        segment_options = _segment_options(method, layer_pattern, step_pattern, layers, model_config)
         summary = api.ingest(traces, output, options, segment_options)
         if parquet is not None:
             api.export_parquet(output, parquet, run=summary.label)
@@ -447,12 +455,14 @@ def segment(
     method: MethodOpt = Method.auto,
     layer_pattern: LayerPatternOpt = None,
     step_pattern: StepPatternOpt = None,
+    layers: LayersOpt = None,
+    model_config: ModelConfigOpt = None,
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Find steps and layers again in an ingested database (replaces the previous segmentation)."""
     from . import api
 
-    options = _segment_options(method, layer_pattern, step_pattern)
+    options = _segment_options(method, layer_pattern, step_pattern, layers, model_config)
     results = api.segment(database, options, run)
     rows = [
         {
@@ -469,18 +479,39 @@ def segment(
     for result in results:
         for note in result.notes:
             say(f"note: run {result.run_id}: {note}")
+        for warning in result.warnings:
+            say(f"warning: run {result.run_id}: {warning}")
     emit(render(rows, fmt, title=str(database)))
 
 
 # --- end of steps and layers ---
 
 
-def _segment_options(method: Method, layer_pattern: str | None, step_pattern: str | None) -> SegmentOptions:
-    """--method, --layer-pattern and --step-pattern, the patterns checked (one line when they do not compile)."""
+def _segment_options(
+    method: Method,
+    layer_pattern: str | None,
+    step_pattern: str | None,
+    layers: int | None = None,
+    model_config: Path | None = None,
+) -> SegmentOptions:
+    """--method, --layer-pattern and --step-pattern, the patterns checked (one line when they do not compile), and
+    the layer count of --layers or --model-config (one line when the two disagree)."""
+    from .segment.hint import layers_from_config
+
+    source = "--layers"
+    if model_config is not None:
+        configured = layers_from_config(model_config)
+        if layers is not None and layers != configured:
+            raise UsageError(
+                model_config, f"num_hidden_layers is {configured}, --layers says {layers}", "give one of the two"
+            )
+        layers, source = configured, f"{model_config.name}: num_hidden_layers"
     return SegmentOptions(
         method=method,
         layer_pattern=layer_pattern and parse_pattern("--layer-pattern", layer_pattern),
         step_pattern=step_pattern and parse_pattern("--step-pattern", step_pattern),
+        layers=layers,
+        layers_from=source,
     )
 
 

@@ -40,11 +40,14 @@ class Method(str, Enum):
 
 @dataclass(frozen=True)
 class SegmentOptions:
-    """What the user asked of segmentation (`--method`, `--layer-pattern`, `--step-pattern`)."""
+    """What the user asked of segmentation (`--method`, `--layer-pattern`, `--step-pattern`, and the layers per
+    forward pass they know: `--layers N` or `--model-config`, named by `layers_from`)."""
 
     method: Method = Method.auto
     layer_pattern: str | None = None
     step_pattern: str | None = None
+    layers: int | None = None
+    layers_from: str = "--layers"
 
 
 @dataclass(frozen=True)

@@ -47,6 +47,7 @@ MAX_CANDIDATES = 12  # a prefill among decode steps can hold a dozen shorter reg
 MIN_COVERAGE = 0.2
 EXACT_OR_CONFIDENT = 0.8  # without two identical layers, the mean confidence a fit needs
 ACCEPT_EDGE = 0.9  # share of an edge layer's kernels that found layers also run
+HINTED_EDGE = 0.6  # the same, when the user's layer count says layers are missing
 MAX_PHASES = 4  # plausible phases tried, earliest first (the spill of a final norm is rarely wider)
 SPLIT_ALIKE = 0.75  # multiset similarity of the parts of a unit that holds several layers of alternating kinds
 MIN_BLOCK = 8  # the fewest kernels of a layer repeated at the start of a unit of several layers
@@ -89,12 +90,14 @@ def find_layers(
     families: np.ndarray | None = None,
     kinds: bool = True,
     edges: bool = True,
+    expected: int | None = None,
 ) -> PeriodFit | None:
     """The best layer segmentation of `codes`, or None when nothing repeats at least `min_layers` times.
     `families` (one id per kernel, segment/family.py) tells which different kernels are variants of one operation:
     a first layer that opens with a variant of the others' opening kernel is cut where they are. With `kinds`
     false, a unit of several layers of different sizes stays whole (segment/passes.py wants parts of one size). With
-    `edges`, layers the unit left out at the edges and in gaps are added (`with_edge_layers`)."""
+    `edges`, layers the unit left out at the edges and in gaps are added (`with_edge_layers`). `expected` is the
+    number of layers of a forward pass the user gave (`toward_count`)."""
     codes = np.ascontiguousarray(codes, dtype=np.int64)
     if len(codes) < 2 * min_layers:
         return None
@@ -105,7 +108,65 @@ def find_layers(
     if best is None:
         return None
     fit = split_alternating(codes, best, kinds)
-    return with_edge_layers(codes, fit) if edges else fit
+    fit = with_edge_layers(codes, fit) if edges else fit
+    return toward_count(codes, fit, expected) if expected else fit
+
+
+def toward_count(codes: np.ndarray, fit: PeriodFit, expected: int) -> PeriodFit:
+    """The fit made to hold `expected` layers per forward pass (a multiple of it: a step of several passes), when
+    the boundaries allow it: each found layer split into k at its boundaries where `expected` is k times the
+    count (a unit of several layers left whole), missing layers at the edges taken more readily, surplus ones
+    at the ends (an epilogue taken for a layer) left out. Otherwise the fit as found; the caller says so."""
+    spans = sorted(fit.layers, key=lambda s: s.start)
+    count = len(spans)
+    if not count or count % expected == 0:
+        return fit
+    if expected % count == 0:
+        spans = _split_each(codes, spans, expected // count)
+    elif count < expected:
+        spans = sorted(with_edge_layers(codes, fit, accept=HINTED_EDGE).layers, key=lambda s: s.start)
+    else:
+        spans = _most_alike_run(codes, spans, expected)
+    if len(spans) % expected:
+        return fit
+    covered = sum(s.end - s.start for s in spans)
+    return PeriodFit(
+        tuple(spans), fit.period, covered / len(codes), fit.confidence, agreement(codes, spans), alike(codes, spans)
+    )
+
+
+def _split_each(codes: np.ndarray, spans: list[LayerSpan], k: int) -> list[LayerSpan]:
+    """Each span cut into k layers at its boundaries (every g-th of the marks inside it, g = marks + 1 over k)."""
+    context = _boundary_context(codes, spans) or _own_context(codes, spans[0])
+    if context is None:
+        return spans
+    marks = _marks(codes, context)
+    out = []
+    for span in spans:
+        inner = marks[np.searchsorted(marks, span.start, side="right") : np.searchsorted(marks, span.end)]
+        if (len(inner) + 1) % k:
+            return spans
+        group = (len(inner) + 1) // k
+        bounds = [span.start, *(int(m) for m in inner[group - 1 :: group][: k - 1]), span.end]
+        out += [LayerSpan(a, b, span.confidence) for a, b in itertools.pairwise(bounds)]
+    return out
+
+
+def _own_context(codes: np.ndarray, span: LayerSpan) -> tuple[int, int, int] | None:
+    """The boundary context of a unit: its last kernel, then its first two."""
+    if span.end - span.start < 3:
+        return None
+    return int(codes[span.end - 1]), int(codes[span.start]), int(codes[span.start + 1])
+
+
+def _most_alike_run(codes: np.ndarray, spans: list[LayerSpan], expected: int) -> list[LayerSpan]:
+    """Of more layers than expected, the `expected` consecutive ones most like the unit (highest confidence):
+    what was taken for a layer at an end is left out."""
+    if len(spans) < expected:
+        return spans
+    scores = np.convolve([s.confidence for s in spans], np.ones(expected), mode="valid")
+    first = int(np.argmax(scores))
+    return spans[first : first + expected]
 
 
 def choose(fits: list[PeriodFit]) -> PeriodFit | None:
@@ -157,6 +218,24 @@ def split_alternating(codes: np.ndarray, fit: PeriodFit, kinds: bool = True) -> 
     return fit
 
 
+def holds_repeat(layer: np.ndarray) -> bool:
+    """Whether one found layer looks like several: a block as long as a quarter of it that opens it (or closes it)
+    comes back inside it, from a quarter to three quarters of the way. A layer's own norms repeat for a few
+    kernels, an expert loop does not open or close the layer; two layers sharing their attention (a dense and a
+    MoE layer) or their MLP (linear and full attention) left as one do."""
+    length = len(layer)
+    need = max(4, length // 4)
+    for j in range(length // 4, 3 * length // 4 + 1):
+        if _run(layer[: length - j] == layer[j:]) >= need or _run(layer[:j][::-1] == layer[::-1][:j]) >= need:
+            return True
+    return False
+
+
+def _run(equal: np.ndarray) -> int:
+    """Length of the leading run of True."""
+    return int(np.argmin(equal)) if not equal.all() else len(equal)
+
+
 def boundary_cuts(unit: np.ndarray) -> list[int] | None:
     """Offsets of the layer boundaries inside a unit that holds several layers, or None (one layer).
 
@@ -202,7 +281,7 @@ def _closing_cuts(unit: np.ndarray, bounds: list[int], pieces: list[bytes]) -> l
     return sorted(cuts)
 
 
-def with_edge_layers(codes: np.ndarray, fit: PeriodFit) -> PeriodFit:
+def with_edge_layers(codes: np.ndarray, fit: PeriodFit, accept: float | None = None) -> PeriodFit:
     """The fit with the layers it left out at its edges and in its gaps, found where layers meet.
 
     Where two found layers meet, the kernels around the boundary (the last kernel of one, the first two of the
@@ -218,7 +297,8 @@ def with_edge_layers(codes: np.ndarray, fit: PeriodFit) -> PeriodFit:
     if context is None:
         return fit
     marks = _marks(codes, context)
-    inside = [int(np.count_nonzero((marks > s.start) & (marks < s.end))) for s in spans]
+    starts = np.array([s.start for s in spans])
+    inside = np.searchsorted(marks, [s.end for s in spans]) - np.searchsorted(marks, starts, side="right")
     step = {0: 1, 1: 2}.get(int(np.median(inside)))
     if step is None:
         return fit
@@ -227,23 +307,27 @@ def with_edge_layers(codes: np.ndarray, fit: PeriodFit) -> PeriodFit:
     for span in spans:
         known[codes[span.start : span.end]] = True
 
-    def layer_like(a: int, b: int) -> bool:
-        return typical / 3 <= b - a <= 3 * typical and _known_share(a, b) >= ACCEPT_EDGE
-
-    def _known_share(a: int, b: int) -> float:
+    def known_share(a: int, b: int) -> float:
         return float(np.mean(known[codes[a:b]]))
 
-    spans = [_trimmed(span, marks, step, layer_like) for span in spans]
+    def layer_like(a: int, b: int) -> bool:
+        return typical / 3 <= b - a <= 3 * typical and known_share(a, b) >= (accept or ACCEPT_EDGE)
+
+    spans = [
+        _trimmed(span, marks, step, layer_like) if holds > step - 1 else span
+        for span, holds in zip(spans, inside, strict=True)
+    ]
     found: list[LayerSpan] = []
     for left, right in itertools.pairwise(spans):  # gaps between found layers
-        found += _layers_between(marks, left.end, right.start, step, layer_like)
+        if left.end < right.start:
+            found += _layers_between(marks, left.end, right.start, step, layer_like, known_share)
     end = spans[-1].end
     while (nxt := _next_layer(marks, end, step)) is not None and layer_like(end, nxt):
-        found.append(LayerSpan(end, nxt, 0.5))
+        found.append(LayerSpan(end, nxt, round(known_share(end, nxt), 4)))
         end = nxt
     start = spans[0].start
     while prev := [p for p in _previous_layer(codes, marks, context, start, step) if layer_like(p, start)]:
-        found.append(LayerSpan(prev[0], start, 0.5))
+        found.append(LayerSpan(prev[0], start, round(known_share(prev[0], start), 4)))
         start = prev[0]
     if not found and spans == sorted(fit.layers, key=lambda s: s.start):
         return fit
@@ -257,7 +341,7 @@ def with_edge_layers(codes: np.ndarray, fit: PeriodFit) -> PeriodFit:
 def _trimmed(span: LayerSpan, marks: np.ndarray, step: int, layer_like: Callable[[int, int], bool]) -> LayerSpan:
     """A layer that holds more boundaries than a layer does ends at its `step`-th (it swallowed the final norm and
     what follows: an epilogue, or the next forward pass's prologue)."""
-    inner = marks[(marks > span.start) & (marks < span.end)]
+    inner = marks[np.searchsorted(marks, span.start, side="right") : np.searchsorted(marks, span.end)]
     if len(inner) < step or not layer_like(span.start, int(inner[step - 1])):
         return span
     return LayerSpan(span.start, int(inner[step - 1]), span.confidence)
@@ -284,16 +368,23 @@ def _marks(codes: np.ndarray, context: tuple[int, int, int]) -> np.ndarray:
 
 
 def _layers_between(
-    marks: np.ndarray, start: int, end: int, step: int, layer_like: Callable[[int, int], bool]
+    marks: np.ndarray,
+    start: int,
+    end: int,
+    step: int,
+    layer_like: Callable[[int, int], bool],
+    known_share: Callable[[int, int], float],
 ) -> list[LayerSpan]:
     """Layers filling [start, end) from boundary to boundary, when every one of them looks like a layer."""
-    inner = [int(m) for m in marks if start < m < end]
-    bounds = [start, *inner, end]
+    inner = marks[np.searchsorted(marks, start, side="right") : np.searchsorted(marks, end)]
+    bounds = [start, *(int(m) for m in inner), end]
     if start == end or (len(bounds) - 1) % step:
         return []
     cuts = bounds[::step]
     pieces = list(itertools.pairwise(cuts))
-    return [LayerSpan(a, b, 0.5) for a, b in pieces] if all(layer_like(a, b) for a, b in pieces) else []
+    if not all(layer_like(a, b) for a, b in pieces):
+        return []
+    return [LayerSpan(a, b, round(known_share(a, b), 4)) for a, b in pieces]
 
 
 def _next_layer(marks: np.ndarray, start: int, step: int) -> int | None:

@@ -40,7 +40,7 @@ def segment_run(con: duckdb.DuckDBPyConnection, run_id: int, options: SegmentOpt
     outcome = _layers(con, run_id, options)
     _write(con, run_id)
     busy.record(con, run_id)
-    result = _result(con, run_id, found_steps, outcome)
+    result = _result(con, run_id, found_steps, outcome, options)
     _record(con, run_id, result)
     return result
 
@@ -98,7 +98,7 @@ def _layers(con: duckdb.DuckDBPyConnection, run_id: int, options: SegmentOptions
     else:
         con.execute("CREATE OR REPLACE TEMP TABLE _seg_graph (activity_id BIGINT, layer INTEGER, name VARCHAR)")
     _choose_methods(con, options.method)
-    _period_layers(con, run_id)
+    _period_layers(con, run_id, options.layers)
     failed = _fall_back(con, options.method)
     con.execute(
         f"""
@@ -166,7 +166,7 @@ def _fall_back(con: duckdb.DuckDBPyConnection, method: Method) -> int:
     ).fetchall()[0][0]
 
 
-def _period_layers(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
+def _period_layers(con: duckdb.DuckDBPyConnection, run_id: int, expected: int | None) -> None:
     """Temp table `_seg_period(activity_id, layer, confidence)` for the steps whose method is period.
 
     The repeating unit is searched among the kernels of each step's main stream (the stream with most
@@ -189,7 +189,7 @@ def _period_layers(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
         ORDER BY k.rank, k.step, k.start_ns, k.activity_id
         """
     ).fetchnumpy()
-    frame, solved = _solve_steps(data, kernel_families(con, run_id))
+    frame, solved = _solve_steps(data, kernel_families(con, run_id), expected)
     execute_with(
         con, "_seg_period_frame", frame, "CREATE OR REPLACE TEMP TABLE _seg_period AS SELECT * FROM _seg_period_frame"
     )
@@ -240,8 +240,11 @@ def families_of(codes: np.ndarray, families: dict[int, int]) -> np.ndarray:
     return np.array([families.get(int(c), -1) for c in distinct], dtype=np.int64)[inverse.reshape(-1)]
 
 
-def _solve_steps(data: dict[str, np.ndarray], families: dict[int, int]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Run period.find_layers on each step's code sequence (once per distinct sequence)."""
+def _solve_steps(
+    data: dict[str, np.ndarray], families: dict[int, int], expected: int | None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Run period.find_layers on each step's code sequence (once per distinct sequence), toward `expected` layers
+    per forward pass when the user gave the count."""
     rank, step = np.asarray(data["rank"]), np.asarray(data["step"])
     ids, codes = np.asarray(data["activity_id"], dtype=np.int64), np.asarray(data["code"], dtype=np.int64)
     family_ids = families_of(codes, families)
@@ -254,7 +257,7 @@ def _solve_steps(data: dict[str, np.ndarray], families: dict[int, int]) -> tuple
     for lo, hi in itertools.pairwise(edges):  # one iteration per step
         key = codes[lo:hi].tobytes()
         if key not in cache:
-            cache[key] = period.find_layers(codes[lo:hi], families=family_ids[lo:hi])
+            cache[key] = period.find_layers(codes[lo:hi], families=family_ids[lo:hi], expected=expected)
         fit = cache[key]
         if fit is None:
             continue
@@ -311,7 +314,11 @@ def _write(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
 
 
 def _result(
-    con: duckdb.DuckDBPyConnection, run_id: int, found: steps.StepOutcome, outcome: _LayerOutcome
+    con: duckdb.DuckDBPyConnection,
+    run_id: int,
+    found: steps.StepOutcome,
+    outcome: _LayerOutcome,
+    options: SegmentOptions,
 ) -> SegmentResult:
     layers, per_step, methods, confidence = con.execute(
         """
@@ -331,6 +338,8 @@ def _result(
         notes.append(f"layers found by {how}{inferred}: {per_step:g} per step, median confidence {confidence:.2f}")
     if not layers and not outcome.failed:
         notes.append("no layers found")
+    if options.layers:
+        notes.append(f"{options.layers} layers per forward pass expected ({options.layers_from})")
     return SegmentResult(
         run_id=run_id,
         steps=found.steps,
@@ -340,8 +349,23 @@ def _result(
         methods=tuple(methods or ()),
         confidence=float(confidence) if confidence is not None else None,
         notes=tuple(notes),
-        warnings=tuple(_doubts(con, run_id, outcome)),
+        warnings=tuple([*_doubts(con, run_id, outcome), *_against_hint(con, run_id, options)]),
     )
+
+
+def _against_hint(con: duckdb.DuckDBPyConnection, run_id: int, options: SegmentOptions) -> list[str]:
+    """A line when the user's layer count per forward pass and the layers found per step disagree."""
+    if not options.layers:
+        return []
+    counts = con.execute("SELECT count(*) FROM layers WHERE run_id = ? GROUP BY rank, step", [run_id]).fetchall()
+    off = sorted({n for (n,) in counts if n % options.layers})
+    if counts and not off:
+        return []
+    found = ", ".join(map(str, off)) if counts else "none"
+    return [
+        f"{options.layers} layers per forward pass expected ({options.layers_from}), but steps hold {found}: the "
+        "layer boundaries could not be made to agree (annotate the layers with traceview.capture, or check the count)"
+    ]
 
 
 def _doubts(con: duckdb.DuckDBPyConnection, run_id: int, outcome: _LayerOutcome) -> list[str]:
@@ -370,6 +394,50 @@ def _doubts(con: duckdb.DuckDBPyConnection, run_id: int, outcome: _LayerOutcome)
         doubts.append(f"{low} inferred layer instance(s) match the repeating unit poorly (< {LOW_CONFIDENCE})")
     if outside_steps:
         doubts.append(f"{outside_steps} kernel(s) outside every step (before the first or after the last)")
+    return doubts + _structure_doubts(con)
+
+
+def _structure_doubts(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """Inferred layers that look like more than one layer (`period.holds_repeat`), and steps whose kernels before
+    their first layer or after their last are as many as a layer's and nearly all of kinds the layers run (a layer
+    of another kind left out)."""
+    layers = con.execute(
+        """
+        SELECT DISTINCT list(k.code ORDER BY k.start_ns, k.activity_id)
+        FROM _seg_layer_of l JOIN _seg_k k USING (activity_id)
+        WHERE l.method = 'period' AND l.kind = 'kernel' GROUP BY l.rank, l.step, l.layer
+        """
+    ).fetchall()
+    doubts = []
+    if sum(period.holds_repeat(np.asarray(codes)) for (codes,) in layers):
+        doubts.append(
+            "some inferred layers hold a block that opens or closes them twice: they may be two layers each "
+            "(give --layers N, or annotate the layers with traceview.capture)"
+        )
+    edges = con.execute(
+        """
+        WITH typical AS (SELECT median(n) AS n FROM (SELECT count(*) AS n FROM _seg_layer_of
+                          WHERE method = 'period' AND kind = 'kernel' GROUP BY rank, step, layer)),
+        known AS (SELECT DISTINCT k.code FROM _seg_layer_of l JOIN _seg_k k USING (activity_id)),
+        bounds AS (SELECT rank, step, min(start_ns) AS lo, max(start_ns) AS hi FROM _seg_layer_of
+                   WHERE method = 'period' GROUP BY ALL),
+        outside AS (
+            SELECT k.rank, k.step, k.start_ns < b.lo AS before, count(*) AS n,
+                   avg((k.code IN (SELECT code FROM known))::INTEGER) AS known_share
+            FROM _seg_k k JOIN bounds b USING (rank, step)
+            WHERE k.kind = 'kernel' AND (k.start_ns < b.lo OR k.start_ns > b.hi)
+              AND k.activity_id NOT IN (SELECT activity_id FROM _seg_layer_of)
+            GROUP BY ALL
+        )
+        SELECT count(*) FROM outside, typical WHERE outside.n >= 0.5 * typical.n AND known_share >= $share
+        """,
+        {"share": period.ACCEPT_EDGE},
+    ).fetchall()[0][0]
+    if edges:
+        doubts.append(
+            f"in {edges} step(s) the kernels before the first layer or after the last are as many as a layer's and "
+            "run what layers run: a layer may be left out there (give --layers N)"
+        )
     return doubts
 
 
