@@ -1,6 +1,7 @@
 """Segmentation accuracy: traceview's steps and layers against the truth, on every trace we have.
 
     python bench/accuracy.py [--only SUBSTRING] [--format table|markdown|json]
+    python bench/accuracy.py --zoo [DIR] [--hint]      (the zoo, kernel by kernel: bench/zoo_accuracy.py)
 
 Traces: `sample_traces/` (our decoder, and the corpus of transformers models in `sample_traces/corpus/`),
 `tests/data/` and `../shared/external/`. The truth never comes from traceview (sample_traces/corpus/truth.py,
@@ -33,6 +34,7 @@ EXTERNAL = ROOT.parent / "shared" / "external"
 sys.path.insert(0, str(CORPUS))
 
 import truth  # noqa: E402 - sample_traces/corpus/truth.py
+import zoo_accuracy  # noqa: E402 - bench/zoo_accuracy.py
 
 from traceview import api  # noqa: E402
 
@@ -245,7 +247,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--only", default="", help="only traces whose path contains this")
     parser.add_argument("--format", choices=("table", "markdown", "json"), default="markdown")
+    parser.add_argument("--zoo", nargs="?", const=ROOT / "sample_traces" / "zoo", type=Path, help="the zoo instead")
+    parser.add_argument("--hint", action="store_true", help="zoo: give the true layer count, as --layers N")
     args = parser.parse_args()
+    if args.zoo:
+        zoo_rows = zoo_accuracy.run_zoo(args.zoo, args.only, args.hint)
+        if args.format == "json":
+            print(json.dumps([r.__dict__ for r in zoo_rows], indent=1))
+        else:
+            zoo_accuracy.print_zoo(zoo_rows)
+        return
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for case in cases():

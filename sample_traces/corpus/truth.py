@@ -296,6 +296,41 @@ def _qwen3_norm_labels(path: Path, layers: int) -> tuple[list[dict], dict[int, i
     return kernels, layer_of, first
 
 
+def zoo_labels(path: Path) -> tuple[list[tuple[int | None, int | None]], str]:
+    """A zoo label file (sample_traces/zoo/labels/*.json, written by record_zoo.py): the (step, layer) of every
+    kernel in GPU start order, and the sha256 of the kernel names they belong to."""
+    data = json.loads(path.read_text())
+    labels: list[tuple[int | None, int | None]] = []
+    for step, layer, count in data["runs"]:
+        labels += [(step, layer)] * count
+    return labels, data["names_sha256"]
+
+
+def wrong_kernels(found: list[tuple[int | None, int | None]], true: list[tuple[int | None, int | None]]) -> int:
+    """How many kernels a segmentation places wrongly: in another layer, or in a layer of another step (steps
+    compared by their order). A kernel outside every layer is right when it is outside every layer: which step
+    the host's work between forward passes belongs to is a convention no trace shows. A different number of
+    steps counts as at least one wrong kernel."""
+    if len(found) != len(true):
+        return max(len(found), len(true))
+
+    def ordinal(labels: list[tuple[int | None, int | None]]) -> tuple[list[int | None], int]:
+        order: dict[int, int] = {}
+        for step, layer in labels:
+            if step is not None and layer is not None:
+                order.setdefault(step, len(order))
+        return [order.get(step) if step is not None else None for step, _ in labels], len(order)
+
+    found_steps, found_count = ordinal(found)
+    true_steps, true_count = ordinal(true)
+    wrong = sum(
+        1
+        for (_, f_layer), (_, t_layer), f_step, t_step in zip(found, true, found_steps, true_steps, strict=True)
+        if f_layer != t_layer or (t_layer is not None and f_step != t_step)
+    )
+    return max(wrong, int(found_count != true_count))
+
+
 def corpus_files(root: Path) -> list[Path]:
     return sorted(p for p in root.rglob("*_bare*") if p.suffix in (".gz", ".xz", ".sqlite", ".json"))
 
