@@ -1,0 +1,102 @@
+"""Layers of different kinds in one stack, on kernel sequences whose answer is known by construction.
+
+Codes stand for kernel names. Every layer opens with its input norm N and ends with a residual add R; in a pre-norm
+layer the channel mixer sits behind a norm of its own, so the boundary context (R, then N) also marks the middle
+of each layer: the pieces between marks are halves.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from traceview.errors import UsageError
+from traceview.segment import period
+from traceview.segment.hint import layers_from_config
+
+N, R = [1, 2, 3], [9]
+ATTENTION = [*N, 10, 11, 12, 13, *R]  # a token-mixing half
+LINEAR = [*N, 14, 15, 16, 17, 18, *R]  # a linear-attention token mixer
+MLP = [*N, 20, 21, 22, *R]  # a dense channel-mixing half
+MOE = [*N, 30, 31, 32, 33, 34, 35, *R]  # a MoE channel-mixing half
+DENSE_LAYER, MOE_LAYER = ATTENTION + MLP, ATTENTION + MOE
+PROLOGUE, EPILOGUE = list(range(100, 112)), [*N, 200, 201]  # embedding and rotary; final norm, LM head
+
+
+def codes(*parts: list[int]) -> np.ndarray:
+    return np.array([c for part in parts for c in part], dtype=np.int64)
+
+
+def lengths(fit: period.PeriodFit | None) -> list[int]:
+    assert fit is not None
+    return [s.end - s.start for s in sorted(fit.layers, key=lambda s: s.start)]
+
+
+def test_a_unit_of_a_dense_and_a_moe_layer_is_cut_between_them() -> None:
+    assert period.boundary_cuts(codes(DENSE_LAYER, MOE_LAYER)) == [len(DENSE_LAYER)]
+
+
+def test_one_pre_norm_layer_is_not_cut_at_its_middle_norm() -> None:
+    assert period.boundary_cuts(codes(DENSE_LAYER)) is None
+
+
+def test_three_linear_layers_and_a_full_one_are_four_layers() -> None:
+    linear = LINEAR + MLP
+    assert period.boundary_cuts(codes(linear, linear, linear, DENSE_LAYER)) == [len(linear) * k for k in (1, 2, 3)]
+
+
+def test_identical_neighbours_without_a_middle_norm_are_each_a_layer() -> None:
+    """Post-norm or parallel layers: the context marks only layer starts; two identical pieces in a row are layers."""
+    layer = [*N, 40, 41, 42, *R]
+    other = [*N, 43, 44, *R]
+    assert period.boundary_cuts(codes(layer, layer, layer, other)) == [7, 14, 21]
+
+
+@pytest.mark.parametrize("dense", [1, 3])
+def test_dense_layers_before_moe_layers_are_layers(dense: int) -> None:
+    """DeepSeek-V3 / Kimi K2's shape: the lone dense first layer is a layer, not part of the prologue."""
+    sequence = codes(PROLOGUE, *[DENSE_LAYER] * dense, *[MOE_LAYER] * 7, EPILOGUE)
+    assert lengths(period.find_layers(sequence)) == [len(DENSE_LAYER)] * dense + [len(MOE_LAYER)] * 7
+
+
+def test_a_layer_count_splits_units_left_whole() -> None:
+    unit = DENSE_LAYER + MOE_LAYER
+    sequence = codes(PROLOGUE, *[unit] * 4, EPILOGUE)
+    start = len(PROLOGUE)
+    fit = period.PeriodFit(
+        tuple(period.LayerSpan(start + i * len(unit), start + (i + 1) * len(unit), 1.0) for i in range(4)),
+        len(unit),
+        0.9,
+        1.0,
+    )
+    assert lengths(period.toward_count(sequence, fit, 8)) == [len(DENSE_LAYER), len(MOE_LAYER)] * 4
+    assert period.toward_count(sequence, fit, 4) is fit
+
+
+def test_a_layer_holding_two_layers_is_doubted_and_one_layer_is_not() -> None:
+    assert period.holds_repeat(codes(DENSE_LAYER, MOE_LAYER))
+    assert not period.holds_repeat(codes(DENSE_LAYER))
+
+
+def test_the_layer_count_comes_from_a_model_config(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps({"text_config": {"num_hidden_layers": 61}}))
+    assert layers_from_config(tmp_path / "config.json") == 61
+    (tmp_path / "bad.json").write_text(json.dumps({"hidden_size": 7168}))
+    with pytest.raises(UsageError, match="no layer count"):
+        layers_from_config(tmp_path / "bad.json")
+
+
+def test_a_config_that_disagrees_with_layers_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps({"num_hidden_layers": 8}))
+    done = subprocess.run(
+        [sys.executable, "-m", "traceview.cli", "segment", str(tmp_path / "none.db"), "--layers", "7",
+         "--model-config", str(tmp_path / "config.json")],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr.count("\n") == 1 and "num_hidden_layers is 8, --layers says 7" in done.stderr
