@@ -19,7 +19,7 @@ from . import diff as diff_stage
 from . import export as export_stage
 from .choices import Kind
 from .db import first_row
-from .errors import DatabaseError, OutputError, os_problem
+from .errors import DatabaseError, OutputError, UsageError, os_problem
 from .ingest import (
     STAGE_COMMIT,
     STAGE_SEGMENTATION,
@@ -121,9 +121,10 @@ def _ingest_once(
     source: Source, database: str | Path, options: IngestOptions, segment_options: SegmentOptions | None
 ) -> RunSummary:
     label = checked_label(options.label) if options.label else default_label(source, options)
-    with db.write_session(database, _memory_cap(options, source)) as con:
+    with db.write_session(database, _memory_cap(options, source), source.files) as con:
         taken = labelled_run(con, label)
         if taken and not options.replace and taken[1] == source.sha256:
+            sqllib.install(con)  # the session dropped the stored views and macros
             return summarize(con, taken[0], already_ingested=True)
         if taken and not options.replace:
             raise DatabaseError(
@@ -149,7 +150,13 @@ def export_parquet(database: str | Path, directory: str | Path, run: str | None 
     """
     from . import parquet
 
-    with db.connect(database) as con:
+    out = Path(directory)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        problem, remedy = os_problem(error) or ("cannot write the dataset", "check the path")
+        raise OutputError(directory, f"cannot write the dataset: {problem}", remedy) from error
+    with db.connect(database, readable=[out]) as con:
         ids = None
         if run is not None:
             row = first_row(con.execute("SELECT run_id FROM runs WHERE label = ?", [run]).fetchall())
@@ -166,6 +173,35 @@ def export_parquet(database: str | Path, directory: str | Path, run: str | None 
 def connect(database: str | Path, read_only: bool = True) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection to a traceview database (read-only unless asked)."""
     return db.connect(database, read_only=read_only)
+
+
+# What `sql` runs: queries. Anything else (SET, COPY, EXPORT, INSTALL, ATTACH, PRAGMA, CALL, CREATE...) is refused
+# before it runs, though the read-only connection and its locked configuration would stop most of it anyway.
+READ_STATEMENTS = ("SELECT", "EXPLAIN")
+
+
+def sql(database: str | Path, query: str) -> tuple[list[str], list[tuple[object, ...]]]:
+    """Run one read-only statement (SELECT, including FROM-first, WITH, DESCRIBE, SUMMARIZE; or EXPLAIN) on the
+    database: (column names, rows). The SQL library is there as TEMP objects (db.connect)."""
+    with connect(database) as con:
+        try:
+            statements = con.extract_statements(query)
+            if len(statements) != 1 or statements[0].type.name not in READ_STATEMENTS:
+                raise UsageError(database, _not_a_query(statements), "give one SELECT (or EXPLAIN) statement")
+            result = con.execute(statements[0])
+            columns = [d[0] for d in result.description or []]
+            return columns, result.fetchall()
+        except duckdb.Error as error:
+            failed = UsageError(database, f"the SQL failed: {str(error).splitlines()[0]}", "fix the query")
+            raise (db.damage_error(error, [Path(database)]) or failed) from error
+
+
+def _not_a_query(statements: list[duckdb.Statement]) -> str:
+    if not statements:
+        return "the SQL holds no statement"
+    if len(statements) > 1:
+        return f"the SQL holds {len(statements)} statements; sql runs one, read-only"
+    return f"sql runs one read-only statement, not {statements[0].type.name}"
 
 
 def run_ids(con: duckdb.DuckDBPyConnection) -> list[int]:

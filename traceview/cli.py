@@ -169,19 +169,10 @@ def sql(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Run one SQL statement against a database, read-only."""
-    import duckdb
+    from . import api
 
-    from . import api, db
-
-    with api.connect(database) as con:
-        try:
-            result = con.execute(query)
-            columns = [d[0] for d in result.description or []]
-            rows = [dict(zip(columns, r, strict=True)) for r in result.fetchall()]
-        except duckdb.Error as error:
-            failed = UsageError(database, f"the SQL failed: {str(error).splitlines()[0]}", "fix the query")
-            raise (db.damage_error(error, [database]) or failed) from error
-    emit(render(rows, fmt, columns=columns))
+    columns, rows = api.sql(database, query)
+    emit(render([dict(zip(columns, r, strict=True)) for r in rows], fmt, columns=columns))
 
 
 @app.command()

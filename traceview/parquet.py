@@ -151,15 +151,16 @@ def connect(directory: str | Path) -> duckdb.DuckDBPyConnection:
     root = Path(directory)
     if not (root / "runs").is_dir():
         raise BadInputError(root, "not a traceview Parquet dataset (no runs/)", "write one with ingest --parquet DIR")
-    con = db.duckdb_connect()
-    con.execute(db.schema_sql())  # the tables' columns and types, then replaced by views of the same shape
-    for table in TABLES:
-        comments = table_comments(con, table)
-        columns = con.execute(f"SELECT name, type FROM pragma_table_info('{table}') ORDER BY cid").fetchall()
-        con.execute(f"DROP TABLE {table}")
-        select = ", ".join(f'CAST("{name}" AS {kind}) AS "{name}"' for name, kind in columns)
-        con.execute(f"CREATE VIEW {table} AS SELECT {select} FROM {_source(root, table, columns)}")
-        _comment_view(con, table, comments)
+    con = db.duckdb_connect(access=db.Access((root,)))
+    with db.defining(con):
+        con.execute(db.schema_sql())  # the tables' columns and types, then replaced by views of the same shape
+        for table in TABLES:
+            comments = table_comments(con, table)
+            columns = con.execute(f"SELECT name, type FROM pragma_table_info('{table}') ORDER BY cid").fetchall()
+            con.execute(f"DROP TABLE {table}")
+            select = ", ".join(f'CAST("{name}" AS {kind}) AS "{name}"' for name, kind in columns)
+            con.execute(f"CREATE VIEW {table} AS SELECT {select} FROM {_source(root, table, columns)}")
+            _comment_view(con, table, comments)
     from . import sqllib
 
     sqllib.install(con, temporary=True)
