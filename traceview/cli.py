@@ -137,9 +137,7 @@ def ingest(
             keep_host=keep_host,
         )
         segment_options = _segment_options(method, layer_pattern, step_pattern)
-        summary = api.ingest(traces, output, options, segment_options)
-        if parquet is not None:
-            api.export_parquet(output, parquet, run=summary.label)
+        summary = api.ingest(traces, output, options, segment_options, parquet)
     for warning in summary.warnings:
         say(f"warning: {warning}")
     if summary.data_loss and not summary.already_ingested:
