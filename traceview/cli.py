@@ -195,6 +195,8 @@ def diff(
     """Compare two runs layer by layer: kernels, µs, exposed communication, fused and new kernels."""
     from . import api
 
+    if fail_if_slower is not None:
+        diff_stage.checked_percent(fail_if_slower)
     result = api.diff(a, b, label_a, label_b)
     emit(render_diff(result, fmt, by_rank))
     if fail_if_slower is not None and diff_stage.is_slower(result, fail_if_slower, metric):
