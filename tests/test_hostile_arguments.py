@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import resource
 import shutil
+import tarfile
 import unicodedata
 from pathlib import Path
 
@@ -69,3 +70,16 @@ def test_a_label_is_one_label_however_its_accents_are_typed(tmp_path: Path) -> N
     assert again.returncode == 0 and "already holds this trace" in again.stderr
     assert traceview("info", db, "-f", "csv").stdout.count("café") == 1
     assert traceview("layers", db, "--run", decomposed).returncode == 0
+
+
+@pytest.mark.parametrize("name", ["gpu_activity", "RUNS", "_ngpu", "sqlite_master"])
+def test_an_nsys_parquet_file_named_like_traceviews_tables_is_refused(tmp_path: Path, name: str) -> None:
+    """Each file of the directory becomes a TEMP view of its name: `gpu_activity.parquet` hid the table the run is
+    written to (a CatalogException traceback), `_ngpu.parquet` a staging table."""
+    with tarfile.open(SAMPLES / "graph.parquet.tar.gz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    export = tmp_path / "graph.parquet"
+    shutil.copyfile(export / "StringIds.parquet", export / f"{name}.parquet")
+    result = traceview("ingest", export, "-o", tmp_path / "run.db")
+    assert_one_line_error(result, export / f"{name}.parquet", "not one nsys exports")
+    assert not (tmp_path / "run.db").exists()
