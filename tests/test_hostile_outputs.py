@@ -135,3 +135,28 @@ def test_a_database_that_fails_to_commit_takes_its_dataset_partitions_back(
     assert [p.name for p in dataset.iterdir() if p.name.startswith(".")] == []
     with parquet.connect(dataset) as con:
         assert con.execute("SELECT count(*) FROM runs").fetchall() == [(1,)]
+
+
+def test_a_stdout_without_unicode_gets_escapes(run_db: Path) -> None:
+    """PYTHONIOENCODING=latin-1: the table's box-drawing lines were a UnicodeEncodeError traceback."""
+    result = traceview("layers", run_db, env={**os.environ, "PYTHONIOENCODING": "latin-1"})
+    assert result.returncode == 0, result.stderr
+    assert "\\u2503" in result.stdout and "Traceback" not in result.stderr
+
+
+def test_a_closed_stderr_changes_nothing_but_the_messages(tmp_path: Path) -> None:
+    """`2>&-`: the ingest exited 1 with no message and no database; a file opened then could take descriptor 2."""
+    database = tmp_path / "run.db"
+    done = subprocess.run(traceview_cmd("ingest", SMALL, "-o", database), preexec_fn=lambda: os.close(2), check=False)
+    assert done.returncode == 0 and traceview("info", database).returncode == 0
+    failed = subprocess.run(traceview_cmd("info", tmp_path / "none.db"), preexec_fn=lambda: os.close(2), check=False)
+    assert failed.returncode == 2
+
+
+def test_an_export_to_dev_stdout_through_a_pipe(run_db: Path) -> None:
+    """/dev/stdout names /proc/self/fd/1, which resolves to `pipe:[…]`: the temporary file was made there."""
+    result = subprocess.run(
+        [*traceview_cmd("export", run_db, "-o", "/dev/stdout")], stdout=subprocess.PIPE, check=False, timeout=120
+    )
+    assert result.returncode == 0
+    assert json.loads(result.stdout)["traceEvents"]

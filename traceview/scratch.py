@@ -57,12 +57,12 @@ def replacing(path: str | Path) -> Iterator[Path]:
     and is not a regular file (a terminal, /dev/stdout, a FIFO) is written in place: renaming over it would
     replace the device. An OS error (no space, read-only, permission denied) becomes OutputError.
     """
-    target = Path(path)
-    target = target.resolve() if target.is_symlink() else target
+    given = Path(path)
     try:
-        if _is_special(target):
-            yield target
+        if _is_special(given):  # through links: /dev/stdout names /proc/self/fd/1, a pipe or a terminal
+            yield given
             return
+        target = given.resolve() if given.is_symlink() else given
         handle, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
         os.close(handle)
         tmp = Path(name)
