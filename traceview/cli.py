@@ -10,8 +10,6 @@ command load only what they run; the options' types come from light modules (tes
 
 from __future__ import annotations
 
-import codecs
-import io
 import json
 import os
 import signal
@@ -24,7 +22,7 @@ import typer
 from rich.console import Console
 
 from . import diff as diff_stage
-from . import interrupts
+from . import interrupts, streams
 from .choices import Kind
 from .errors import TraceviewError, UsageError, os_problem
 from .ingest import IngestOptions, parse_memory_limit, parse_pattern, parse_steps, parse_time_window
@@ -285,16 +283,8 @@ def export(
     from . import api
 
     stats = api.export(database, output, run, rank)
-    if not _is_stdout(output):  # else the trace is the data on stdout, and its summary would break the JSON
+    if not streams.is_stdout(output):  # else the trace is the data on stdout, and its summary would break the JSON
         emit(render([vars(stats)], fmt, title=f"{output}: open it in the Perfetto UI"))
-
-
-def _is_stdout(path: Path) -> bool:
-    """Whether `path` is the file stdout writes to (`-o /dev/stdout`)."""
-    try:
-        return os.path.samestat(os.stat(path), os.fstat(sys.stdout.fileno()))
-    except (OSError, ValueError):  # no such file; a stdout with no descriptor
-        return False
 
 
 # --- end of pictures, report, export ---
@@ -516,7 +506,7 @@ def _summary_row(summary: api.RunSummary) -> dict[str, object]:
 
 def main() -> None:
     """Entry point: run the app, turning library errors into one line and an exit code."""
-    _standard_streams()
+    streams.standard_streams()
     interrupts.install()
     warnings.showwarning = _show_warning
     # A name drawn in a picture with a character its font lacks (CJK, emoji, a control character) is drawn as a box.
@@ -535,26 +525,6 @@ def main() -> None:
         _exit_interrupted()
     if isinstance(code, int) and code:
         sys.exit(code)
-
-
-def _standard_streams() -> None:
-    """Streams that take whatever the command writes. A closed descriptor 0, 1 or 2 (`2>&-`) is opened on
-    /dev/null: else the next file opened takes its number (the database!) and whatever writes to stderr writes
-    into that file; and Python, which set sys.stderr to None, failed at the first message. A character stdout's or
-    stderr's encoding lacks (PYTHONIOENCODING=latin-1, a box-drawing line) is written as an escape, not a
-    UnicodeEncodeError (in UTF-8 every character is, once output.printable has escaped lone surrogates)."""
-    for fd in (0, 1, 2):
-        try:
-            os.fstat(fd)
-        except OSError:
-            os.open(os.devnull, os.O_RDWR)  # the lowest free number: `fd`, those below it are open
-    if sys.stdout is None:
-        sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115 - the process's stdout, open for its whole life
-    if sys.stderr is None:
-        sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115
-    for stream in (sys.stdout, sys.stderr):
-        if isinstance(stream, io.TextIOWrapper) and codecs.lookup(stream.encoding).name != "utf-8":
-            stream.reconfigure(errors="backslashreplace")  # UTF-8 encodes all that output.printable lets through
 
 
 def _is_interruption(error: Exception) -> bool:
