@@ -22,7 +22,7 @@ import typer
 from rich.console import Console
 
 from . import diff as diff_stage
-from . import interrupts
+from . import interrupts, streams
 from .choices import Kind
 from .errors import TraceviewError, UsageError, os_problem
 from .ingest import IngestOptions, parse_memory_limit, parse_pattern, parse_steps, parse_time_window
@@ -137,9 +137,7 @@ def ingest(
             keep_host=keep_host,
         )
         segment_options = _segment_options(method, layer_pattern, step_pattern)
-        summary = api.ingest(traces, output, options, segment_options)
-        if parquet is not None:
-            api.export_parquet(output, parquet, run=summary.label)
+        summary = api.ingest(traces, output, options, segment_options, parquet)
     for warning in summary.warnings:
         say(f"warning: {warning}")
     if summary.data_loss and not summary.already_ingested:
@@ -169,19 +167,10 @@ def sql(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Run one SQL statement against a database, read-only."""
-    import duckdb
+    from . import api
 
-    from . import api, db
-
-    with api.connect(database) as con:
-        try:
-            result = con.execute(query)
-            columns = [d[0] for d in result.description or []]
-            rows = [dict(zip(columns, r, strict=True)) for r in result.fetchall()]
-        except duckdb.Error as error:
-            failed = UsageError(database, f"the SQL failed: {str(error).splitlines()[0]}", "fix the query")
-            raise (db.damage_error(error, [database]) or failed) from error
-    emit(render(rows, fmt, columns=columns))
+    columns, rows = api.sql(database, query)
+    emit(render([dict(zip(columns, r, strict=True)) for r in rows], fmt, columns=columns))
 
 
 @app.command()
@@ -206,6 +195,8 @@ def diff(
     """Compare two runs layer by layer: kernels, µs, exposed communication, fused and new kernels."""
     from . import api
 
+    if fail_if_slower is not None:
+        diff_stage.checked_percent(fail_if_slower)
     result = api.diff(a, b, label_a, label_b)
     emit(render_diff(result, fmt, by_rank))
     if fail_if_slower is not None and diff_stage.is_slower(result, fail_if_slower, metric):
@@ -292,7 +283,8 @@ def export(
     from . import api
 
     stats = api.export(database, output, run, rank)
-    emit(render([vars(stats)], fmt, title=f"{output}: open it in the Perfetto UI"))
+    if not streams.is_stdout(output):  # else the trace is the data on stdout, and its summary would break the JSON
+        emit(render([vars(stats)], fmt, title=f"{output}: open it in the Perfetto UI"))
 
 
 # --- end of pictures, report, export ---
@@ -514,6 +506,7 @@ def _summary_row(summary: api.RunSummary) -> dict[str, object]:
 
 def main() -> None:
     """Entry point: run the app, turning library errors into one line and an exit code."""
+    streams.standard_streams()
     interrupts.install()
     warnings.showwarning = _show_warning
     # A name drawn in a picture with a character its font lacks (CJK, emoji, a control character) is drawn as a box.

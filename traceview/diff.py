@@ -10,14 +10,16 @@ layers pair by index and ranks by rank; every figure is a median across steps an
 from __future__ import annotations
 
 import difflib
+import math
 import re
 import statistics
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
-from .errors import DatabaseError
+from .errors import DatabaseError, UsageError
 
 if TYPE_CHECKING:
     import duckdb
@@ -64,6 +66,7 @@ def resolve_run(con: duckdb.DuckDBPyConnection, label: str | None, where: str) -
         raise DatabaseError(where, "the database holds no run", "ingest a trace into it first")
     if label is None:
         return RunRef(con, rows[0][0], rows[0][1])
+    label = unicodedata.normalize("NFC", label)  # as ingest stores labels
     for run_id, run_label in rows:
         if run_label == label:
             return RunRef(con, run_id, run_label)
@@ -432,6 +435,16 @@ class Metric(str, Enum):
 
 
 SUMMARY_KEY = {Metric.span: "us_per_layer", Metric.busy: "busy_us_per_layer"}
+
+
+def checked_percent(percent: float) -> float:
+    """--fail-if-slower's PCT: a finite number above -100 (`nan` compared false with everything: the gate never
+    failed)."""
+    if not math.isfinite(percent) or percent <= -100:
+        raise UsageError(
+            None, f"bad --fail-if-slower {percent}", "give a percentage above -100, e.g. 5: B at most 5% slower than A"
+        )
+    return percent
 
 
 def is_slower(diff: Diff, percent: float, metric: Metric = Metric.span) -> bool:
