@@ -269,7 +269,7 @@ def diff(
         if b is None and label_b is None:
             raise DatabaseError(a, "one database needs two run labels to compare", "pass --a LABEL --b LABEL")
         run_b = diff_stage.resolve_run(con_b, label_b, str(b if b is not None else a))
-        return diff_stage.compare(run_a, run_b)
+        return plotdata.layer_diff(run_a, run_b)
 
 
 def segment(database: str | Path, options: SegmentOptions | None = None, run: str | None = None) -> list[SegmentResult]:
@@ -342,7 +342,7 @@ def figure(
             raise DatabaseError(database, "a diff needs two runs", "give a second database, or --run-b LABEL")
         with connect(other if other is not None else database) as con_b:
             ref_b = diff_stage.resolve_run(con_b, run_b, str(other if other is not None else database))
-            result = diff_stage.compare(ref, ref_b)
+            result = plotdata.layer_diff(ref, ref_b)
         rows = [r for r in result.layers if layer_range is None or layer_range[0] <= r["layer"] <= layer_range[1]]
         return plot_stage.diff_figure(rows, result.summary)
 

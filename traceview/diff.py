@@ -1,12 +1,13 @@
 """Two runs compared layer by layer: kernels, microseconds, exposed communication, and kernel alignment.
 
 Reads: the `steps`, `layers`, `gpu_activity` tables, the `layer_metrics` view and the `layer_kernel_time` macro
-of two databases (or two runs of one database). Writes nothing (the SQL library is made usable, as TEMP objects
-on a read-only database). Pure: returns a `Diff` of rows; output.py renders it. The kernel alignment is align.py's,
+of two databases (or two runs of one database). Writes nothing; the caller makes the SQL library usable on both
+(sqllib.ensure_installed). Pure: returns a `Diff` of rows; output.py renders it. The kernel alignment is align.py's,
 the why table why.py's.
 
 Pairing: only steady-state steps (not warm-up) of one phase are compared (decode when both have it);
-layers pair by index and ranks by rank; every figure is a median across steps and ranks, with its spread.
+layers pair by index and ranks by rank; every figure is a median across steps and ranks, with its spread, except
+the why table's (why.py): means over the layer's instances, which add up.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
-from . import sqllib
 from . import why as why_stage
 from .align import Aligned, Status, align
 from .errors import DatabaseError
@@ -82,8 +82,6 @@ def resolve_run(con: duckdb.DuckDBPyConnection, label: str | None, where: str) -
 
 def compare(a: RunRef, b: RunRef) -> Diff:
     """Compare run b against run a (b is the candidate: speed-up > 1 means b is faster)."""
-    for ref in (a, b):
-        sqllib.ensure_installed(ref.con)  # this version's SQL library, as TEMP objects on a read-only database
     notes: list[str] = []
     phase = _common_phase(a, b, notes)
     layers_a, layers_b = _layer_rows(a, phase), _layer_rows(b, phase)
@@ -449,6 +447,54 @@ def display_ranks(diff: Diff) -> list[Row]:
         row["instances"] = f"{entry['instances_a']} / {entry['instances_b']}"
         rows.append(row)
     return rows
+
+
+class KernelRows(str, Enum):
+    """Which rows of the kernel alignment `traceview diff` prints: the changes, grouped, or every kernel."""
+
+    changed = "changed"
+    all = "all"
+
+
+def display_changes(diff: Diff, width: int) -> list[Row]:
+    """The grouped changes for people: a count with each name (`2 × FillFunctor...`), names cut to fit `width`."""
+    cut = _name_width(width)
+    rows = []
+    for change in diff.changes:
+        rows.append(
+            {
+                "change": change["change"],
+                "kernel_a": _cut(_counted(change["kernels_a"], change["kernel_a"], change["change"]), cut),
+                "us_a": change["us_a"],
+                "kernel_b": _cut(_counted(change["kernels_b"], change["kernel_b"], change["change"]), cut),
+                "us_b": change["us_b"],
+            }
+        )
+    return rows
+
+
+def display_alignment(diff: Diff, width: int) -> list[Row]:
+    """Every kernel of the representative layer (`--kernels all`), names cut to fit `width`."""
+    cut = _name_width(width)
+    return [{**r, "kernel_a": _cut(r["kernel_a"], cut), "kernel_b": _cut(r["kernel_b"], cut)} for r in diff.kernels]
+
+
+def display_top_changes(diff: Diff, width: int) -> list[Row]:
+    """The kernels whose time per step changed most, names cut to fit `width`."""
+    return [{**row, "kernel": _cut(row["kernel"], max(24, width - 60))} for row in diff.top_changes]
+
+
+def _name_width(width: int) -> int:
+    """Characters for each of the two name columns of a `width`-wide table (the rest: status, µs, borders)."""
+    return max(24, (width - 44) // 2)
+
+
+def _counted(count: int, name: str | None, change: str) -> str | None:
+    return f"{count} × {name}" if name is not None and count > 1 and change != "fused" else name
+
+
+def _cut(name: str | None, width: int) -> str | None:
+    return name if name is None or len(name) <= width else name[: width - 1] + "…"
 
 
 class Metric(str, Enum):

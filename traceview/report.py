@@ -16,7 +16,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from . import plot, plotdata
-from .diff import RunRef, compare
+from .diff import RunRef
 from .version import __version__
 
 Row = dict[str, Any]
@@ -83,7 +83,7 @@ def _legend() -> str:
 
 
 def _diff_section(a: RunRef, b: RunRef) -> str:
-    result = compare(a, b)
+    result = plotdata.layer_diff(a, b)
     summary = result.summary
     figure = plot.diff_figure(result.layers, summary)
     parts = [
