@@ -164,7 +164,7 @@ def layer_why(
         "span_delta_us": round(span_delta) / 1e3,
         "busy_delta_us": (round(span_delta) - causes["idle_gaps"]) / 1e3,
         "causes": {cause: ns / 1e3 for cause, ns in causes.items()},
-        "idle_gaps_by_kind": {kind: ns / 1e3 for kind, ns in rounded_parts(idle_kinds).items()},
+        "idle_gaps_by_kind": {k: ns / 1e3 for k, ns in rounded_parts(idle_kinds, causes["idle_gaps"]).items()},
         "residual_us": _us(span_delta - sum(deltas.values(), Fraction(0))),
         "kernels": kernel_counts(alignment),
     }
@@ -177,15 +177,15 @@ def _us(ns: Fraction) -> float:
     return round(float(ns) / 1e3, 3)
 
 
-def rounded_parts(parts: Mapping[str, Fraction]) -> dict[str, int]:
-    """Each part (ns) rounded to a whole ns, the roundings spread so that the parts add up to their rounded total
-    (largest remainder): columns that add up to their total as printed."""
-    floors = {name: value.numerator // value.denominator for name, value in parts.items()}
-    spare = round(sum(parts.values(), Fraction(0))) - sum(floors.values())
-    by_remainder = sorted(parts, key=lambda name: (parts[name] - floors[name], name), reverse=True)
-    for name in by_remainder[:spare]:
-        floors[name] += 1
-    return floors
+def rounded_parts(parts: Mapping[str, Fraction], total: int | None = None) -> dict[str, int]:
+    """Each part (ns) rounded to a whole ns, the roundings spread so that the parts add up to `total` (default:
+    their rounded sum), largest remainders first: columns that add up to their total as printed."""
+    rounded = {name: value.numerator // value.denominator for name, value in parts.items()}
+    spare = (round(sum(parts.values(), Fraction(0))) if total is None else total) - sum(rounded.values())
+    by_remainder = sorted(parts, key=lambda name: (parts[name] - rounded[name], name), reverse=spare > 0)
+    for name in by_remainder[: abs(spare)]:
+        rounded[name] += 1 if spare > 0 else -1
+    return rounded
 
 
 def kernel_counts(alignment: Sequence[Aligned]) -> Row:
@@ -221,11 +221,15 @@ def _cause_words(cause: str, value: float, counts: Row, gap_kind: str) -> str:
         "idle_gaps": f"idle gaps ({_GAP_WORDS[gap_kind]})",
         "same_kernels": f"same kernels {'faster' if value < 0 else 'slower'}",
         "kernels_fused": f"{_count(fused[0])} kernels fused into {_count(fused[1])}",
-        "kernels_replaced": f"{_count(replaced[0])} kernel{'s' * (replaced[0] != 1)} replaced",
-        "kernels_removed": f"{_count(counts.get('removed', [0, 0])[0])} kernels removed",
-        "kernels_added": f"{_count(counts.get('added', [0, 0])[1])} kernels added",
+        "kernels_replaced": _kernels(replaced[0], "replaced"),
+        "kernels_removed": _kernels(counts.get("removed", [0, 0])[0], "removed"),
+        "kernels_added": _kernels(counts.get("added", [0, 0])[1], "added"),
         "exposed_comm": "communication hidden" if value < 0 else "more communication exposed",
     }[cause]
+
+
+def _kernels(n: int, what: str) -> str:
+    return f"{_count(n)} kernel{'s' * (n != 1)} {what}"
 
 
 def _count(n: int) -> str:
