@@ -158,10 +158,10 @@ def align(names_a: Sequence[str], names_b: Sequence[str]) -> list[Aligned]:
     left_b = _left(range(len(names_b)), {b for _, b in kept})
     moved = _pair_moved(names_a, names_b, left_a, left_b)
     left_a, left_b = _left(left_a, {a for a, _ in moved}), _left(left_b, {b for _, b in moved})
-    fused = _fusions(names_a, names_b, left_a, left_b, region_a, region_b)
+    fused = _fusions(_Leftovers(names_a, names_b, left_a, left_b, region_a, region_b))
     left_a = _left(left_a, {a for group in fused.values() for a in group})
     left_b = _left(left_b, set(fused))
-    replaced = _similar_pairs(names_a, names_b, left_a, left_b, region_a, region_b)
+    replaced = _similar_pairs(_Leftovers(names_a, names_b, left_a, left_b, region_a, region_b))
     records = [Aligned(Status.kept, a, b) for a, b in kept] + [Aligned(Status.moved, a, b) for a, b in moved]
     for b, group in fused.items():  # one A kernel under a fused kernel is a replacement, not a fusion
         records += [Aligned(Status.fused if len(group) > 1 else Status.replaced, a, b) for a in group]
@@ -202,26 +202,35 @@ def _regions(kept: list[tuple[int, int]], length: int, side: int) -> list[int]:
     return regions
 
 
-def _fusions(
-    names_a: Sequence[str],
-    names_b: Sequence[str],
-    left_a: list[int],
-    left_b: list[int],
-    region_a: list[int],
-    region_b: list[int],
-) -> dict[int, list[int]]:
+@dataclass(frozen=True)
+class _Leftovers:
+    """The kernels of each side not matched yet (indices), and for every kernel its region (`_regions`)."""
+
+    names_a: Sequence[str]
+    names_b: Sequence[str]
+    left_a: list[int]
+    left_b: list[int]
+    region_a: list[int]
+    region_b: list[int]
+
+    def apart(self, i: int, j: int) -> int:
+        """How many matched kernels lie between kernel i of A and kernel j of B."""
+        return abs(self.region_a[i] - self.region_b[j])
+
+
+def _fusions(rest: _Leftovers) -> dict[int, list[int]]:
     """Fused kernel of B -> the leftover A kernels it covers. Each A kernel goes to the covering kernel nearest to it
     (fewest matched kernels between them, then most shared operations, then nearest in relative position)."""
-    operations = {j: fused_operations(names_b[j]) for j in left_b}
-    candidates = [j for j in left_b if operations[j]]
+    operations = {j: fused_operations(rest.names_b[j]) for j in rest.left_b}
+    candidates = [j for j in rest.left_b if operations[j]]
     groups: dict[int, list[int]] = defaultdict(list)
-    for i in left_a:
-        ops_a = words(names_a[i])
+    for i in rest.left_a:
+        ops_a = words(rest.names_a[i])
         best = min(
             (
-                (abs(region_a[i] - region_b[j]), -len(ops_a & operations[j]), _distance(i, j, names_a, names_b), j)
+                (rest.apart(i, j), -len(ops_a & operations[j]), _distance(i, j, rest.names_a, rest.names_b), j)
                 for j in candidates
-                if ops_a & operations[j] and abs(region_a[i] - region_b[j]) <= FUSION_REACH
+                if ops_a & operations[j] and rest.apart(i, j) <= FUSION_REACH
             ),
             default=None,
         )
@@ -234,20 +243,13 @@ def _distance(i: int, j: int, names_a: Sequence[str], names_b: Sequence[str]) ->
     return abs(i / max(len(names_a), 1) - j / max(len(names_b), 1))
 
 
-def _similar_pairs(
-    names_a: Sequence[str],
-    names_b: Sequence[str],
-    left_a: list[int],
-    left_b: list[int],
-    region_a: list[int],
-    region_b: list[int],
-) -> list[tuple[int, int]]:
+def _similar_pairs(rest: _Leftovers) -> list[tuple[int, int]]:
     """Leftovers between the same two matched kernels, paired most similar first (difflib ratio >= SIMILAR)."""
     scored = sorted(
-        (-difflib.SequenceMatcher(None, names_a[i], names_b[j]).ratio(), i, j)
-        for i in left_a
-        for j in left_b
-        if region_a[i] == region_b[j]
+        (-difflib.SequenceMatcher(None, rest.names_a[i], rest.names_b[j]).ratio(), i, j)
+        for i in rest.left_a
+        for j in rest.left_b
+        if rest.apart(i, j) == 0
     )
     pairs, used_a, used_b = [], set(), set()
     for score, i, j in scored:
