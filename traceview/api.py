@@ -400,9 +400,10 @@ def figure(
             raise DatabaseError(database, "a diff needs two runs", "give a second database, or --run-b LABEL")
         with connect(other if other is not None else database) as con_b:
             ref_b = diff_stage.resolve_run(con_b, run_b, str(other if other is not None else database))
-            result = plotdata.layer_diff(ref, ref_b)
+            result = diff_stage.compare(ref, ref_b)
         rows = [r for r in result.layers if layer_range is None or layer_range[0] <= r["layer"] <= layer_range[1]]
-        return plot_stage.diff_figure(rows, result.summary)
+        why = [r for r in result.why if layer_range is None or layer_range[0] <= r["layer"] <= layer_range[1]]
+        return plot_stage.diff_figure(rows, result.summary, why)
 
 
 def plot(
