@@ -10,11 +10,13 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from traceview.diff import normalize_kernel_name
+from traceview.align import fused_operations, identity, similarity, words
+from traceview.diff import kernel_group
 from traceview.ingest.kernel_names import short_kernel_name
 from traceview.segment.annotation import parse_layer_name
 from traceview.segment.family import kernel_family
 from traceview.segment.steps import phase_of, step_numbers
+from traceview.why import KernelTime
 
 SIZES = (10_000, 100_000, 1_000_000)
 REPEATS = (5, 3, 1)  # the least of these many runs at each size
@@ -25,7 +27,11 @@ LINEAR_MAX = 30.0
 FUNCTIONS: dict[str, Callable[[str], object]] = {
     "short_kernel_name": short_kernel_name,
     "kernel_family": kernel_family,
-    "normalize_kernel_name": normalize_kernel_name,
+    "identity": identity,  # diff's kernel alignment (align.py) and its kernel groups (diff.kernel_group)
+    "words": words,
+    "fused_operations": fused_operations,
+    "similarity": lambda name: similarity(name, name[::-1]),
+    "kernel_group": lambda name: kernel_group([KernelTime(name, name, "compute", 0, 1, 1, 0, (0,) * 5)] * 2),
     "parse_layer_name": parse_layer_name,
     "step_numbers": lambda name: step_numbers([name, name + "1"]),
     "phase_of": phase_of,

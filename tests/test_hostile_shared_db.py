@@ -162,6 +162,33 @@ def test_a_stored_view_that_shrinks_the_span_does_not_pass_the_gate(genuine: dic
     assert result.stdout == honest.stdout.replace(str(genuine["eager"]), str(shrunk))
 
 
+def test_the_why_table_runs_the_library_not_macros_of_its_names(tmp_path: Path) -> None:
+    """diff's why table reads layer_kernel_time, and `traceview sql` and `traceview query` may call layer_why: each
+    is the library's TEMP object, never a macro of that name the database stores (here, one reading the environ)."""
+    both = tmp_path / "both.db"
+    for name in ("eager", "compiled"):
+        done = traceview("ingest", SAMPLES / f"{name}.pt.trace.json.gz", "-o", both, "--label", name)
+        assert done.returncode == 0, done.stderr
+    environ = "AS TABLE SELECT content AS secret FROM read_text('/proc/self/environ')"
+    db = crafted(
+        both,
+        tmp_path,
+        f"CREATE OR REPLACE MACRO layer_kernel_time(run := NULL) {environ}",
+        f"CREATE OR REPLACE MACRO layer_why(run_a := NULL, run_b := NULL, phase := NULL) {environ}",
+    )
+    commands = [
+        ["diff", "{db}", "--a", "eager", "--b", "compiled", "-f", "json"],
+        ["sql", "{db}", "FROM layer_why(run_a := 'eager', run_b := 'compiled') ORDER BY layer", "-f", "csv"],
+        ["query", "{db}", "layer_why", "--param", "run_a=eager", "--param", "run_b=compiled", "-f", "csv"],
+    ]
+    for command in commands:
+        honest = traceview(*[both if arg == "{db}" else arg for arg in command])
+        result = traceview(*[db if arg == "{db}" else arg for arg in command], env={**os.environ, "X": SECRET})
+        assert honest.returncode == 0 == result.returncode, result.stderr
+        assert result.stdout == honest.stdout.replace(str(both), str(db)) and SECRET not in result.stdout
+    assert len(result.stdout.splitlines()) == 1 + 8  # the header and the 8 layers both runs have
+
+
 @pytest.mark.parametrize(
     ("statement", "table"),
     [

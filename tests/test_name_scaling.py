@@ -12,6 +12,7 @@ and it must finish within a minute.
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import time
@@ -77,6 +78,8 @@ def assert_linear(worker: list[Pool], prefix: str, unit: str, suffix: str) -> No
 @example(shape=("model.layers.", "1", ""))  # an index longer than any number
 @example(shape=("step_", "1", ""))
 @example(shape=("execute_context_", "1", "(a)_generation_1(a)"))
+@example(shape=("triton_", "fused", "\nx"))  # align.fused_operations: a newline that `.` does not cross
+@example(shape=("", "".join(map(chr, range(0x4E00, 0x4F2C))), ""))  # align.similarity: 300 characters, none common
 def test_name_handling_is_linear(worker: list[Pool], shape: tuple[str, str, str]) -> None:
     assert_linear(worker, *shape)
 
@@ -112,3 +115,30 @@ def test_a_trace_of_hostile_names_ingests_in_seconds(tmp_path: Path) -> None:
                     trace.launch_kernel("void gemm<" + ",int a<" * 10_000)
     result = traceview("ingest", trace.write(tmp_path / "names.json"), "-o", tmp_path / "run.db", timeout=60)
     assert result.returncode == 0, result.stderr
+
+
+def test_a_diff_of_hostile_names_runs_in_seconds(tmp_path: Path) -> None:
+    """diff lines kernels up by name (align.py): a leftover kernel named with 200,000 characters of 300 kinds on
+    each side (difflib's ratio of the two: minutes), and a fused kernel named `fused` 40,000 times before a newline
+    (a regex rescanning the name from each `fused`: minutes)."""
+    wide = "".join(map(chr, range(0x4E00, 0x4F2C)))
+    odd = {
+        "a": [(wide * 700)[:200_000], "vectorized_elementwise_kernel<4, CUDAFunctorOnSelf_add<float>>"],
+        "b": [(wide[::-1] * 700)[:200_000], "triton_poi_fused_add_" + "fused" * 40_000 + "\nx"],
+    }
+    dbs = {}
+    for side, names in odd.items():
+        trace = KinetoTrace()
+        for step in range(3):
+            with trace.cpu_range(f"ProfilerStep#{step}"):
+                for layer in range(2):
+                    with trace.cpu_range(f"model.layers.{layer}"):
+                        for name in ("gemm", *names, "gemm_out"):
+                            trace.launch_kernel(name)
+        dbs[side] = tmp_path / f"{side}.db"
+        ingest = traceview("ingest", trace.write(tmp_path / f"{side}.json"), "-o", dbs[side], timeout=60)
+        assert ingest.returncode == 0, ingest.stderr
+    result = traceview("diff", dbs["a"], dbs["b"], "-f", "json", timeout=60)
+    assert result.returncode == 0, result.stderr
+    statuses = {row["status"] for row in json.loads(result.stdout)["kernels"]}
+    assert {"kept"} < statuses

@@ -11,7 +11,8 @@ The order of the passes is what keeps it honest:
 3. a kernel of A left over is `fused` into a kernel of B only when that B kernel is named after the operations it
    fused (Inductor's `triton_poi_fused_add_mul_rsqrt_0`, any `*fused*` name) and one of them is an operation of
    the A kernel (`CUDAFunctorOnSelf_add` is an add), nearby (at most two matched kernels apart);
-4. the rest, between the same two matched kernels, is paired by name similarity (difflib's ratio) -> `replaced`;
+4. the rest, between the same two matched kernels, is paired by name similarity (difflib's ratio over the first
+   SIMILAR_CHARS characters) -> `replaced`;
 5. what is still left is `removed` (only in A) or `added` (only in B).
 """
 
@@ -26,6 +27,9 @@ from enum import Enum
 
 FUSION_REACH = 2  # how many matched kernels may lie between a fused kernel and the kernels it covers
 SIMILAR = 0.5  # difflib ratio from which two leftover kernels between the same anchors count as one replaced
+# Characters of each name that `similarity` compares: difflib's time grows with the product of the two lengths (a
+# name of a million characters took hours), and real kernel names are shorter.
+SIMILAR_CHARS = 1000
 # Words of a kernel name that say nothing about the operation it performs.
 _GENERIC = frozenset(
     [
@@ -100,7 +104,8 @@ _GENERIC = frozenset(
         "sm",
     ]
 )
-_FUSED_NAME = re.compile(r"fused_?(.*?)(?:_(?:\d+|#))?$", re.IGNORECASE)
+# DOTALL: a newline in a name would stop `.` there, and every later `fused` would rescan the name (quadratic).
+_FUSED_NAME = re.compile(r"fused_?(.*?)(?:_(?:\d+|#))?$", re.IGNORECASE | re.DOTALL)
 _WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+")
 
 
@@ -147,6 +152,11 @@ def fused_operations(name: str) -> set[str]:
     if match is None:
         return set()
     return {w for w in match.group(1).lower().split("_") if w and not w.isdigit()}
+
+
+def similarity(name_a: str, name_b: str) -> float:
+    """difflib's ratio of two kernel names (1 for the same name), over their first SIMILAR_CHARS characters."""
+    return difflib.SequenceMatcher(None, name_a[:SIMILAR_CHARS], name_b[:SIMILAR_CHARS]).ratio()
 
 
 def align(names_a: Sequence[str], names_b: Sequence[str]) -> list[Aligned]:
@@ -246,7 +256,7 @@ def _distance(i: int, j: int, names_a: Sequence[str], names_b: Sequence[str]) ->
 def _similar_pairs(rest: _Leftovers) -> list[tuple[int, int]]:
     """Leftovers between the same two matched kernels, paired most similar first (difflib ratio >= SIMILAR)."""
     scored = sorted(
-        (-difflib.SequenceMatcher(None, rest.names_a[i], rest.names_b[j]).ratio(), i, j)
+        (-similarity(rest.names_a[i], rest.names_b[j]), i, j)
         for i in rest.left_a
         for j in rest.left_b
         if rest.apart(i, j) == 0
