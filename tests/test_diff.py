@@ -13,7 +13,8 @@ import synthetic
 from synthetic import Kernel
 
 import traceview
-from traceview.diff import align_kernels, headline
+import traceview.api
+from traceview.diff import headline
 
 US = 1000
 
@@ -116,14 +117,28 @@ def test_identical_runs_report_no_change(tmp_path: Path) -> None:
     assert all(r["delta_us"] == 0 for r in result.top_changes)
 
 
-def test_alignment_shows_fused_away_and_replaced_kernels() -> None:
-    a = [{"name": n, "us": 1.0, "category": "compute"} for n in ["gemm", "mul", "add", "silu", "gemm"]]
-    b = [{"name": n, "us": 1.0, "category": "compute"} for n in ["gemm", "triton_poi_fused_add_mul_silu_0", "gemm"]]
-    statuses = [(r["status"], r["kernel_a"], r["kernel_b"]) for r in align_kernels(a, b)]
-    assert statuses[0] == ("kept", "gemm", "gemm") and statuses[-1] == ("kept", "gemm", "gemm")
-    middle = statuses[1:-1]
-    assert sorted(s for s, _, _ in middle) == ["fused_away", "fused_away", "replaced"]
-    assert {k for _, k, _ in middle} == {"mul", "add", "silu"}
+def test_a_kernel_that_changes_place_is_not_fused_away(tmp_path: Path) -> None:
+    """Both runs launch gemm_qkv; B launches rope before it instead of after. The old edit distance called the GEMM
+    fused away and rope its replacement; the GEMM is the same kernel, moved or kept."""
+    a = ["norm", "gemm_qkv", "rope", "sdpa", "gemm_o", "gemm_qkv"]
+    b = ["norm", "rope", "gemm_qkv", "sdpa", "gemm_o", "gemm_qkv"]
+    con = synthetic.database(tmp_path / "moved.db", runs=())
+    add_run(con, "a", [a] * 2, 60)
+    add_run(con, "b", [b] * 2, 60)
+    con.close()
+    rows = traceview.api.diff(tmp_path / "moved.db", label_a="a", label_b="b").kernels
+    assert {r["status"] for r in rows} == {"kept", "moved"}
+    assert all(r["kernel_a"] == r["kernel_b"] for r in rows)
+
+
+def test_alignment_shows_fused_kernels(tmp_path: Path) -> None:
+    db = two_run_database(tmp_path / "fused.db")
+    result = traceview.api.diff(db, label_a="auto", label_b="specialized")
+    fused = {(r["kernel_a"], r["kernel_b"]) for r in result.kernels if r["status"] == "fused"}
+    assert ("rsqrt", "triton_red_fused_add_mean_mul_pow_rsqrt_0") in fused
+    assert ("silu", "triton_poi_silu_3") not in fused  # named without "fused": it fused nothing
+    kept = [r["kernel_a"] for r in result.kernels if r["status"] == "kept"]
+    assert kept == ["gemm_qkv", "sdpa", "gemm_o", "router", "topk", "gemm_up", "gemm_down"]
 
 
 def test_layer_count_mismatch_is_said_plainly(tmp_path: Path) -> None:

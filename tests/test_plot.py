@@ -139,10 +139,25 @@ def test_diff_bars_and_speedups(dbs: tuple[Path, Path]) -> None:
     assert speedups == ["2.00x"] * layered_db.LAYERS
     title = figure.axes[0].get_title()
     assert "baseline (A)" in title and "candidate (B)" in title
-    legend = [t.get_text() for t in figure.legends[0].get_texts()]
+    legend = [t.get_text() for t in figure.subfigs[0].legends[0].get_texts()]
     assert legend == ["A: baseline", "B: candidate"]
     only = api.figure(a, "diff", other=b, layers="2-3")
     assert len(_patches(only, "diff:a")) == 2
+
+
+def test_diff_waterfall_per_layer_steps_from_a_to_b(dbs: tuple[Path, Path]) -> None:
+    """B is A at half the time scale: each layer's waterfall starts at A's span, its cause bars add up to minus half
+    of it, and it ends at B's span."""
+    a, b = dbs
+    figure = api.figure(a, "diff", other=b)
+    waterfalls = [ax for ax in figure.axes[1:] if ax.get_visible()]
+    assert len(waterfalls) == layered_db.LAYERS
+    for ax in waterfalls:
+        bars = {p.get_gid(): p.get_height() for p in ax.patches}
+        assert bars["waterfall:a"] == pytest.approx(layered_db.LAYER_US)
+        assert bars["waterfall:b"] == pytest.approx(layered_db.LAYER_US / 2)
+        causes = [h for gid, h in bars.items() if gid not in ("waterfall:a", "waterfall:b")]
+        assert sum(causes) == pytest.approx(-layered_db.LAYER_US / 2)
 
 
 def _png_size(path: Path) -> tuple[int, int]:
@@ -167,7 +182,8 @@ def test_cli_writes_png_and_svg(kind: str, dbs: tuple[Path, Path], tmp_path: Pat
         assert result.returncode == 0, result.stderr
         assert result.stderr.strip() == f"wrote {out}"
     width, height = _png_size(png)
-    assert width == 1200 and (height == 675 if kind != "timeline" else 350 <= height <= 675)
+    expected = {"layers": height == 675, "timeline": 350 <= height <= 675, "diff": height > 675}  # diff: + waterfalls
+    assert width == 1200 and expected[kind]
     assert png.stat().st_size > 15_000
     text = svg.read_text()
     assert text.lstrip().startswith("<?xml") and "<svg" in text and len(text) > 20_000

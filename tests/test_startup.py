@@ -60,19 +60,19 @@ def test_the_package_loads_its_api_on_first_use() -> None:
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-def test_the_schema_columns_digest_is_that_of_schema_sql() -> None:
-    """db.SCHEMA_COLUMNS_SHA256 stands for schema.sql's columns: when schema.sql changes, change it (and
+def test_the_schema_tables_digest_is_that_of_schema_sql() -> None:
+    """db.SCHEMA_TABLES_SHA256 stands for schema.sql's tables: when schema.sql changes, change it (and
     SCHEMA_VERSION)."""
     from traceview import db
 
-    assert db._columns_digest(db._schema_columns()) == db.SCHEMA_COLUMNS_SHA256
+    assert db._tables_digest(db._schema_tables()) == db.SCHEMA_TABLES_SHA256
 
 
 def test_opening_a_database_does_not_build_the_schema(small_db: Path) -> None:
-    """Reading a database checks its columns against the digest; schema.sql is built in memory only to word a
+    """Reading a database checks its tables against the digest; schema.sql is built in memory only to word a
     refusal (0.12 s of every command before)."""
     code = (
         "import sys; from traceview import db; db.connect(sys.argv[1]).close(); "
-        "assert db._schema_columns.cache_info().misses == 0"
+        "assert db._schema_tables.cache_info().misses == 0"
     )
     subprocess.run([sys.executable, "-c", code, str(small_db)], check=True)

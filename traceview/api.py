@@ -6,6 +6,7 @@ ingest (per backend) -> segmentation -> queries -> diff / plots.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from . import diff as diff_stage
 from . import export as export_stage
 from .choices import Kind
 from .db import first_row
-from .errors import DatabaseError, OutputError, os_problem
+from .errors import DatabaseError, UsageError
 from .ingest import (
     STAGE_COMMIT,
     STAGE_SEGMENTATION,
@@ -34,13 +35,14 @@ from .ingest import (
     opened_source,
     report_stage,
 )
-from .scratch import replacing
+from .scratch import refuse_inputs, replacing
 from .segment import SegmentOptions, SegmentResult, segment_run
 from .segment.report import LayerReport, layer_report
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
+    from .parquet import Staging
     from .report import RunInput
 
 
@@ -74,22 +76,36 @@ def ingest(
     database: str | Path,
     options: IngestOptions | None = None,
     segment_options: SegmentOptions | None = None,
+    parquet: str | Path | None = None,
 ) -> RunSummary:
     """Ingest one run (a trace file, several per-rank files, or a directory of them) into `database`, then
-    find its steps and layers (`segment_options`, see traceview.segment).
+    find its steps and layers (`segment_options`, see traceview.segment); with `parquet`, also write the run into
+    that Parquet dataset (traceview.parquet).
 
-    Atomic: on any error the database is left as it was (a new one is not created). Idempotent: the same
-    source under the same label is not ingested twice; `options.replace` replaces a run of that label.
+    Atomic: on any error the database is left as it was (a new one is not created), and so is the dataset: its
+    partitions are moved into place just before the database commits, and back out if the commit fails.
+    Idempotent: the same source under the same label is not ingested twice; `options.replace` replaces a run of
+    that label.
     """
     options = options or IngestOptions()
     with opened_source(paths) as source:
         while True:
             try:
-                return _ingest_once(source, database, options, segment_options)
+                with _dataset(parquet) as dataset:
+                    return _ingest_once(source, database, options, segment_options, dataset)
             except RetryCarefully as retry:  # a fast read failed and DuckDB aborted the transaction: start over
                 options = dataclasses.replace(options, careful=options.careful | {retry.path})
             except duckdb.OutOfMemoryException as error:  # a statement could not spill enough under the cap
                 options = _without_memory_cap(options, database, error)
+
+
+def _dataset(directory: str | Path | None) -> contextlib.AbstractContextManager[Staging | None]:
+    """A staged Parquet dataset to write the run into (traceview.parquet.staged), or nothing."""
+    if directory is None:
+        return contextlib.nullcontext()
+    from .parquet import staged
+
+    return staged(directory)
 
 
 def _memory_cap(options: IngestOptions, source: Source) -> int | None:
@@ -118,12 +134,19 @@ def _without_memory_cap(options: IngestOptions, database: str | Path, error: Exc
 
 
 def _ingest_once(
-    source: Source, database: str | Path, options: IngestOptions, segment_options: SegmentOptions | None
+    source: Source,
+    database: str | Path,
+    options: IngestOptions,
+    segment_options: SegmentOptions | None,
+    dataset: Staging | None,
 ) -> RunSummary:
     label = checked_label(options.label) if options.label else default_label(source, options)
-    with db.write_session(database, _memory_cap(options, source)) as con:
+    readable = (*source.files, *([dataset.root] if dataset else []))
+    with db.write_session(database, _memory_cap(options, source), readable) as con:
         taken = labelled_run(con, label)
         if taken and not options.replace and taken[1] == source.sha256:
+            sqllib.install(con)  # the session dropped the stored views and macros
+            _publish(con, dataset, taken[0])
             return summarize(con, taken[0], already_ingested=True)
         if taken and not options.replace:
             raise DatabaseError(
@@ -138,8 +161,16 @@ def _ingest_once(
         segment_run(con, run_id, segment_options)
         sqllib.install(con)
         summary = summarize(con, run_id)
+        _publish(con, dataset, run_id)
         report_stage(options.progress, STAGE_COMMIT)  # when the session closes
         return summary
+
+
+def _publish(con: duckdb.DuckDBPyConnection, dataset: Staging | None, run_id: int) -> None:
+    """Write the run into the dataset and move it into place, as the last step before the database commits."""
+    if dataset is not None:
+        dataset.write(con, [run_id])
+        dataset.publish()
 
 
 def export_parquet(database: str | Path, directory: str | Path, run: str | None = None) -> Path:
@@ -149,23 +180,50 @@ def export_parquet(database: str | Path, directory: str | Path, run: str | None 
     """
     from . import parquet
 
-    with db.connect(database) as con:
+    with parquet.staged(directory) as dataset, db.connect(database, readable=[dataset.root]) as con:
         ids = None
         if run is not None:
             row = first_row(con.execute("SELECT run_id FROM runs WHERE label = ?", [run]).fetchall())
             if row is None:
                 raise DatabaseError(database, f"no run labelled {run!r}", "list the runs with `traceview info DB`")
             ids = [row[0]]
-        try:
-            return parquet.export(con, directory, ids)
-        except (OSError, duckdb.IOException) as error:  # no space, read-only, ...
-            problem, remedy = os_problem(error) or ("cannot write the dataset", "check the path")
-            raise OutputError(directory, f"cannot write the dataset: {problem}", remedy) from error
+        dataset.write(con, ids)
+        dataset.publish()
+    return Path(directory)
 
 
 def connect(database: str | Path, read_only: bool = True) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection to a traceview database (read-only unless asked)."""
     return db.connect(database, read_only=read_only)
+
+
+# What `sql` runs: queries. Anything else (SET, COPY, EXPORT, INSTALL, ATTACH, PRAGMA, CALL, CREATE...) is refused
+# before it runs, though the read-only connection and its locked configuration would stop most of it anyway.
+READ_STATEMENTS = ("SELECT", "EXPLAIN")
+
+
+def sql(database: str | Path, query: str) -> tuple[list[str], list[tuple[object, ...]]]:
+    """Run one read-only statement (SELECT, including FROM-first, WITH, DESCRIBE, SUMMARIZE; or EXPLAIN) on the
+    database: (column names, rows). The SQL library is there as TEMP objects (db.connect)."""
+    with connect(database) as con:
+        try:
+            statements = con.extract_statements(query)
+            if len(statements) != 1 or statements[0].type.name not in READ_STATEMENTS:
+                raise UsageError(database, _not_a_query(statements), "give one SELECT (or EXPLAIN) statement")
+            result = con.execute(statements[0])
+            columns = [d[0] for d in result.description or []]
+            return columns, result.fetchall()
+        except duckdb.Error as error:
+            failed = UsageError(database, f"the SQL failed: {str(error).splitlines()[0]}", "fix the query")
+            raise (db.damage_error(error, [Path(database)]) or failed) from error
+
+
+def _not_a_query(statements: list[duckdb.Statement]) -> str:
+    if not statements:
+        return "the SQL holds no statement"
+    if len(statements) > 1:
+        return f"the SQL holds {len(statements)} statements; sql runs one, read-only"
+    return f"sql runs one read-only statement, not {statements[0].type.name}"
 
 
 def run_ids(con: duckdb.DuckDBPyConnection) -> list[int]:
@@ -342,9 +400,10 @@ def figure(
             raise DatabaseError(database, "a diff needs two runs", "give a second database, or --run-b LABEL")
         with connect(other if other is not None else database) as con_b:
             ref_b = diff_stage.resolve_run(con_b, run_b, str(other if other is not None else database))
-            result = plotdata.layer_diff(ref, ref_b)
+            result = diff_stage.compare(ref, ref_b)
         rows = [r for r in result.layers if layer_range is None or layer_range[0] <= r["layer"] <= layer_range[1]]
-        return plot_stage.diff_figure(rows, result.summary)
+        why = [r for r in result.why if layer_range is None or layer_range[0] <= r["layer"] <= layer_range[1]]
+        return plot_stage.diff_figure(rows, result.summary, why)
 
 
 def plot(
@@ -362,6 +421,7 @@ def plot(
     from . import plot as plot_stage
 
     plot_stage.image_format(output)
+    refuse_inputs(output, [database, other])
     return plot_stage.save(figure(database, kind, other, run, run_b, step, layers, rank), output)
 
 
@@ -376,6 +436,7 @@ def report(
     from . import report as report_stage
 
     output = Path(output)
+    refuse_inputs(output, [database, other])
     with connect(database) as con:
         a = _report_input(con, diff_stage.resolve_run(con, run, str(database)))
         b = None
@@ -415,6 +476,7 @@ def export(
     database: str | Path, output: str | Path, run: str | None = None, rank: int | None = None
 ) -> export_stage.ExportStats:
     """Write one run as Chrome-trace JSON for the Perfetto UI (.json, or .json.gz compressed)."""
+    refuse_inputs(output, [database])
     with connect(database) as con:
         ref = diff_stage.resolve_run(con, run, str(database))
         return export_stage.write_chrome_trace(ref, output, rank)

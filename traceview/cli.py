@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sys
 import warnings
@@ -22,7 +23,8 @@ import typer
 from rich.console import Console
 
 from . import diff as diff_stage
-from . import interrupts
+from . import interrupts, streams
+from . import why as why_stage
 from .choices import Kind
 from .errors import TraceviewError, UsageError, os_problem
 from .ingest import IngestOptions, parse_memory_limit, parse_pattern, parse_steps, parse_time_window
@@ -45,6 +47,7 @@ app = typer.Typer(
 stderr = Console(stderr=True, highlight=False, soft_wrap=True, markup=False, emoji=False)
 _state = {"debug": False}
 INTERRUPTED = 130  # exit code after Ctrl-C (128 + SIGINT), as shells report it
+TERMINAL = (160, 24)  # columns and lines assumed when the output is not a terminal (names are cut to the width)
 
 DbArg = Annotated[Path, typer.Argument(help="A database written by `traceview ingest`.", show_default=False)]
 FormatOpt = Annotated[Format, typer.Option("--format", "-f", help="Output format.")]
@@ -145,9 +148,7 @@ def ingest(
             keep_host=keep_host,
         )
         segment_options = _segment_options(method, layer_pattern, step_pattern, layers, model_config)
-        summary = api.ingest(traces, output, options, segment_options)
-        if parquet is not None:
-            api.export_parquet(output, parquet, run=summary.label)
+        summary = api.ingest(traces, output, options, segment_options, parquet)
     for warning in summary.warnings:
         say(f"warning: {warning}")
     if summary.data_loss and not summary.already_ingested:
@@ -177,19 +178,10 @@ def sql(
     fmt: FormatOpt = Format.table,
 ) -> None:
     """Run one SQL statement against a database, read-only."""
-    import duckdb
+    from . import api
 
-    from . import api, db
-
-    with api.connect(database) as con:
-        try:
-            result = con.execute(query)
-            columns = [d[0] for d in result.description or []]
-            rows = [dict(zip(columns, r, strict=True)) for r in result.fetchall()]
-        except duckdb.Error as error:
-            failed = UsageError(database, f"the SQL failed: {str(error).splitlines()[0]}", "fix the query")
-            raise (db.damage_error(error, [database]) or failed) from error
-    emit(render(rows, fmt, columns=columns))
+    columns, rows = api.sql(database, query)
+    emit(render([dict(zip(columns, r, strict=True)) for r in rows], fmt, columns=columns))
 
 
 @app.command()
@@ -209,20 +201,34 @@ def diff(
     by_rank: Annotated[
         bool, typer.Option("--by-rank", help="Also one row per layer and rank (csv: only those rows).")
     ] = False,
+    kernels: Annotated[
+        diff_stage.KernelRows,
+        typer.Option(help="Kernel alignment rows: the changes, grouped, or every kernel of the layer."),
+    ] = diff_stage.KernelRows.changed,
     fmt: FormatOpt = Format.table,
 ) -> None:
-    """Compare two runs layer by layer: kernels, µs, exposed communication, fused and new kernels."""
+    """Compare two runs layer by layer: why each layer got faster or slower, and the kernels that changed."""
     from . import api
 
+    if fail_if_slower is not None:
+        diff_stage.checked_percent(fail_if_slower)
     result = api.diff(a, b, label_a, label_b)
-    emit(render_diff(result, fmt, by_rank))
+    emit(render_diff(result, fmt, by_rank, kernels, shutil.get_terminal_size(TERMINAL).columns))
     if fail_if_slower is not None and diff_stage.is_slower(result, fail_if_slower, metric):
         say(f"error: {diff_stage.gate_message(result, fail_if_slower, metric)}")
         raise typer.Exit(1)
 
 
-def render_diff(result: diff_stage.Diff, fmt: Format, by_rank: bool = False) -> str:
-    """The diff as one document: headline, notes, per-layer (and per-rank) table, kernel alignment, top changes."""
+def render_diff(
+    result: diff_stage.Diff,
+    fmt: Format,
+    by_rank: bool = False,
+    kernels: diff_stage.KernelRows = diff_stage.KernelRows.changed,
+    width: int = TERMINAL[0],
+) -> str:
+    """The diff as one document that leads with the answer: headline, notes, why each layer changed (sentences,
+    then the table of causes), the kernels that changed, then the per-layer (and per-rank) medians and the kernels
+    whose time per step changed most."""
     if fmt is Format.json:
         return json.dumps(result.as_json(), indent=2, default=str)
     if fmt is Format.csv:
@@ -230,17 +236,31 @@ def render_diff(result: diff_stage.Diff, fmt: Format, by_rank: bool = False) -> 
     summary = result.summary
     title = f"{summary['a']} → {summary['b']} ({summary['phase']} steps)"
     parts = [printable(f"{title}: {summary['headline']}"), *[printable(f"note: {n}") for n in result.notes]]
+    if result.why:
+        parts.append("\n".join(printable(row["sentence"]) for row in result.why))
+        why_title = "why, per layer: µs, B − A, means over instances; the causes add up to delta_us (residual_us)"
+        parts.append(render(why_stage.display_why(result.why), fmt, title=why_title))
+    parts.append(_render_kernels(result, fmt, kernels, width))
     parts.append(
         render(diff_stage.display_layers(result), fmt, title="per layer, A → B (medians across steps and ranks)")
     )
     if by_rank:
         title = "per layer and rank, A → B (medians across steps)"
         parts.append(render(diff_stage.display_ranks(result), fmt, title=title))
-    parts.append(
-        render(result.kernels, fmt, title=f"kernel alignment, layer {summary['representative_layer']} (one instance)")
-    )
-    parts.append(render(result.top_changes, fmt, title="top changes per step, by time"))
+    top = diff_stage.display_top_changes(result, width)
+    parts.append(render(top, fmt, title="top changes per step, by time"))
     return "\n\n".join(parts)
+
+
+def _render_kernels(result: diff_stage.Diff, fmt: Format, kernels: diff_stage.KernelRows, width: int) -> str:
+    layer = result.summary["representative_layer"]
+    if kernels is diff_stage.KernelRows.all:
+        title = f"kernel alignment, layer {layer} (one instance)"
+        return render(diff_stage.display_alignment(result, width), fmt, title=title)
+    if not result.changes:
+        return printable(f"kernel alignment, layer {layer}: all {len(result.kernels)} kernels kept")
+    title = f"kernels that changed, layer {layer} (one instance; --kernels all for every kernel)"
+    return render(diff_stage.display_changes(result, width), fmt, title=title)
 
 
 # --- pictures, report, export (issue 7) ---
@@ -300,7 +320,8 @@ def export(
     from . import api
 
     stats = api.export(database, output, run, rank)
-    emit(render([vars(stats)], fmt, title=f"{output}: open it in the Perfetto UI"))
+    if not streams.is_stdout(output):  # else the trace is the data on stdout, and its summary would break the JSON
+        emit(render([vars(stats)], fmt, title=f"{output}: open it in the Perfetto UI"))
 
 
 # --- end of pictures, report, export ---
@@ -545,6 +566,7 @@ def _summary_row(summary: api.RunSummary) -> dict[str, object]:
 
 def main() -> None:
     """Entry point: run the app, turning library errors into one line and an exit code."""
+    streams.standard_streams()
     interrupts.install()
     warnings.showwarning = _show_warning
     # A name drawn in a picture with a character its font lacks (CJK, emoji, a control character) is drawn as a box.

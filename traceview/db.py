@@ -11,7 +11,10 @@ import contextlib
 import glob
 import hashlib
 import os
-from collections.abc import Iterator
+import re
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from functools import cache
 from importlib import resources
 from pathlib import Path
@@ -24,23 +27,93 @@ from .errors import DatabaseError, is_text, os_problem
 from .scratch import process_exists, scratch_directory
 from .version import SCHEMA_VERSION
 
-# Never download DuckDB extensions: opening a file DuckDB takes for SQLite would otherwise fetch sqlite_scanner from
-# the internet (a delay, a multi-line error offline, and traffic nobody asked for). What traceview uses is built in.
-CONNECT_CONFIG = {"autoinstall_known_extensions": False}
+# What every connection allows. A database may come from anyone (attached to a bug report, a CI baseline), and
+# DuckDB stores views, macros, defaults and generated columns in it: nothing stored may read files or the
+# environment, download or load an extension (also: opening a file DuckDB takes for SQLite would fetch
+# sqlite_scanner from the internet), or change these settings. What traceview uses is built in.
+CONNECT_CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
+# The settings that may change once the configuration is locked, none of which reaches out: the progress bar, set
+# per connection (DuckDB draws it on stdout, in the middle of a command's data), and those ingest changes for one
+# statement (kineto.py).
+CHANGEABLE = ["enable_progress_bar", "memory_limit", "preserve_insertion_order"]
 
 MIN_MEMORY_BUDGET = 1 << 30  # below this, a small trace's ingest would spill for nothing
 RAM_SHARE = 0.8  # DuckDB's own default limit: 80% of physical memory
-# sha256 of schema.sql's columns as _columns_digest writes them. Every command checks a database's columns against
-# it (3 ms) instead of building schema.sql in memory (0.12 s); tests/test_startup.py checks it against schema.sql.
-SCHEMA_COLUMNS_SHA256 = "82f2651178bbef174b20d48642ce05ebf4c306fc1af52b0415995119a8aa6827"
+# sha256 of the CREATE TABLE statements DuckDB keeps for schema.sql's tables, as _tables_digest writes them. Every
+# command checks a database's tables against it (3 ms) instead of building schema.sql in memory (0.12 s);
+# tests/test_startup.py checks it against schema.sql.
+SCHEMA_TABLES_SHA256 = "af1ebc3f44de92f9cc079b883b9d6564e021d0e48fd4fb8df2e0e822f06fffa7"
 
 
-def duckdb_connect(path: str = ":memory:", read_only: bool = False) -> duckdb.DuckDBPyConnection:
-    """duckdb.connect with traceview's settings: no extension downloads (CONNECT_CONFIG), no progress bar
-    (DuckDB draws it on stdout during long statements, in the middle of a command's data)."""
-    con = duckdb.connect(path, read_only=read_only, config=CONNECT_CONFIG)
-    con.execute("SET enable_progress_bar = false")
+@dataclass(frozen=True)
+class Access:
+    """What DuckDB may read besides the database (files, and directories with everything under them), and the
+    options it takes only at start (temp_directory, threads)."""
+
+    readable: tuple[Path, ...] = ()
+    settings: dict[str, str | int] = field(default_factory=dict)
+
+
+def duckdb_connect(
+    path: str = ":memory:", read_only: bool = False, access: Access | None = None
+) -> duckdb.DuckDBPyConnection:
+    """duckdb.connect, locked down: DuckDB may open no file but the database and what `access` allows, loads and
+    downloads no extension, resolves a name to DuckDB's own function before a macro stored in the database, and
+    refuses any later change to these settings (lock_configuration; CHANGEABLE excepted).
+
+    A second connection to a database this process has open shares the first one's settings (DuckDB keeps one
+    instance per file, and refuses another configuration)."""
+    access = access or Access()
+    config = CONNECT_CONFIG | {"allowed_configs": CHANGEABLE} | access.settings
+    con = duckdb.connect(path, read_only=read_only, config=config)
+    try:
+        con.execute("SET search_path = ?", [_builtins_first(con)])  # the connection's own, as is the progress bar
+        con.execute("SET enable_progress_bar = false")
+        if not con.execute("SELECT current_setting('lock_configuration')").fetchall()[0][0]:
+            files = [str(p) for p in access.readable if not p.is_dir()]
+            directories = [os.path.join(p, "") for p in access.readable if p.is_dir()]
+            con.execute("SET allowed_paths = ?", [files])
+            con.execute("SET allowed_directories = ?", [directories])
+            con.execute("SET enable_external_access = false")
+            con.execute("SET lock_configuration = true")
+    except BaseException:
+        con.close()
+        raise
     return con
+
+
+def _builtins_first(con: duckdb.DuckDBPyConnection) -> str:
+    """The search path that puts DuckDB's own functions (the system catalog) before the database's schema: a macro
+    stored in the database under a built-in's name (round, hash, lower) is then never called in its place. The
+    connection's TEMP objects (the SQL library, sqllib.ensure_installed) still come first."""
+    return "system.main," + _main_schema(con)
+
+
+def _main_schema(con: duckdb.DuckDBPyConnection) -> str:
+    return _quoted(database_name(con)) + ".main"
+
+
+def database_name(con: duckdb.DuckDBPyConnection) -> str:
+    """The name of the database `con` opened, the first one attached (current_database() names the system catalog,
+    first on traceview's search path). Qualified: duckdb_connect asks it before it has set that search path."""
+    return con.execute(
+        "SELECT database_name FROM system.main.duckdb_databases() WHERE NOT internal ORDER BY database_oid LIMIT 1"
+    ).fetchall()[0][0]
+
+
+@contextlib.contextmanager
+def defining(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
+    """Put traceview's own CREATE statements into the database: DuckDB creates an unqualified object in the first
+    schema of the search path, which duckdb_connect made the system catalog's. Inside the block, the database's
+    main schema is the only one; run only statements that define objects (they bind stored code, never run it)."""
+    before = con.execute("SELECT current_setting('search_path')").fetchall()[0][0]
+    con.execute("SET search_path = ?", [_main_schema(con)])
+    try:
+        yield
+    finally:
+        # After a failed statement in a transaction DuckDB refuses even this, until the rollback that follows.
+        with contextlib.suppress(duckdb.Error):
+            con.execute("SET search_path = ?", [before])
 
 
 def first_row(rows: list[tuple[Any, ...]]) -> tuple[Any, ...] | None:
@@ -72,20 +145,29 @@ def schema_sql() -> str:
     return resources.files("traceview").joinpath("schema.sql").read_text()
 
 
-def connect(path: str | Path, read_only: bool = True) -> duckdb.DuckDBPyConnection:
-    """Open an existing traceview database (read-only by default) after checking its schema version."""
+def connect(path: str | Path, read_only: bool = True, readable: Sequence[Path] = ()) -> duckdb.DuckDBPyConnection:
+    """Open an existing traceview database (read-only by default) after checking its schema version, with the SQL
+    library as TEMP objects (sqllib.ensure_installed). DuckDB may open `readable` (files, and directories with
+    everything under them) besides the database."""
     path = Path(path)
     if not path.is_file():
         raise DatabaseError(path, "no such database", "create it with `traceview ingest TRACE -o " + str(path) + "`")
-    con = _open(path, read_only=read_only)
+    con = _open(path, read_only, Access(tuple(readable)))
     _checked_or_closed(con, path)
+    from . import sqllib  # sqllib reads databases through this module
+
+    try:
+        sqllib.ensure_installed(con)
+    except BaseException:
+        con.close()
+        raise
     return con
 
 
-def _open(path: Path, read_only: bool) -> duckdb.DuckDBPyConnection:
+def _open(path: Path, read_only: bool, access: Access | None = None) -> duckdb.DuckDBPyConnection:
     _check_name(path)
     try:
-        con = duckdb_connect(str(path), read_only=read_only)
+        con = duckdb_connect(str(path), read_only, access)
         _OPENED.append(path)
         return con
     except duckdb.IOException as error:
@@ -129,8 +211,10 @@ def _kind_of_file(path: Path) -> str | None:
 
 
 def check_schema_version(con: duckdb.DuckDBPyConnection, path: Path) -> None:
-    """Refuse databases that traceview did not write, that come from another schema version, or that lack a table
-    or column of this one (changed by hand): every command would otherwise fail halfway with DuckDB's error."""
+    """Refuse databases that traceview did not write, that come from another schema version, or whose tables are
+    not schema.sql's exactly (changed by hand): a missing table or column would make every command fail halfway
+    with DuckDB's error, and a default, generated column, constraint or index added to a table is code that runs
+    when the table is read or written. Tables of other names may be there: traceview never reads them."""
     try:
         row = first_row(con.execute("SELECT value FROM traceview_meta WHERE key = 'schema_version'").fetchall())
     except duckdb.CatalogException as error:
@@ -144,42 +228,80 @@ def check_schema_version(con: duckdb.DuckDBPyConnection, path: Path) -> None:
             f"database schema version {found[:40]}, this traceview reads version {SCHEMA_VERSION}",
             "ingest the trace again into a new -o file",
         )
-    present = _columns(con)
-    if _columns_digest(present) == SCHEMA_COLUMNS_SHA256:
+    present = _tables(con)
+    if _tables_digest(present) == SCHEMA_TABLES_SHA256:
         return
-    missing = sorted(_schema_columns().items() - present.items())
+    expected = _schema_tables()
+    missing = sorted(_columns(expected) - _columns(present))
     if missing:
-        (table, column), kind = missing[0]
-        has_table = any(t == table for t, _ in present)
-        what = f"column {table}.{column} {kind}" if has_table else f"table {table}"
+        table, column, kind = missing[0]
+        what = f"column {table}.{column} {kind}" if table in present else f"table {table}"
         raise DatabaseError(
             path,
             f"the database lacks {what} of schema version {SCHEMA_VERSION} (changed by hand?)",
             "ingest the trace again into a new -o file",
         )
+    changed = sorted(name for name, definition in expected.items() if present[name] != definition)
+    if changed:
+        raise DatabaseError(
+            path,
+            f"table {changed[0]} is not as schema version {SCHEMA_VERSION} defines it (a default, generated column, "
+            "constraint or index added by hand?)",
+            "ingest the trace again into a new -o file",
+        )
+
+
+def schema_table_names() -> list[str]:
+    """The tables schema.sql creates, read from its text (building it takes 0.12 s)."""
+    return re.findall(r"^CREATE TABLE IF NOT EXISTS (\w+)", schema_sql(), re.MULTILINE)
 
 
 @cache
-def _schema_columns() -> dict[tuple[str, str], str]:
-    """(table, column) -> type of every column schema.sql creates."""
+def _schema_tables() -> dict[str, Definition]:
+    """_tables of a database holding only schema.sql's tables."""
     with duckdb_connect() as con:
-        con.execute(schema_sql())
-        return _columns(con)
+        create_schema(con)
+        return _tables(con)
 
 
-def _columns_digest(columns: dict[tuple[str, str], str]) -> str:
-    """sha256 of "table.column TYPE" lines, sorted: the same for the same columns and types."""
-    lines = "\n".join(f"{table}.{column} {kind}" for (table, column), kind in sorted(columns.items()))
-    return hashlib.sha256(lines.encode()).hexdigest()
+@dataclass(frozen=True)
+class Definition:
+    """A table as DuckDB keeps it: its CREATE TABLE statement, the CREATE INDEX statements on it, its columns."""
+
+    sql: str
+    indexes: tuple[str, ...]
+    columns: tuple[tuple[str, str], ...]  # (name, type)
 
 
-def _columns(con: duckdb.DuckDBPyConnection) -> dict[tuple[str, str], str]:
-    rows = con.execute(
-        """SELECT table_name, column_name, data_type FROM duckdb_columns()
-           WHERE database_name = current_database() AND NOT internal
-             AND table_oid IN (SELECT table_oid FROM duckdb_tables())  -- tables, not the SQL library's views"""
+def _tables(con: duckdb.DuckDBPyConnection) -> dict[str, Definition]:
+    """Every table of the database's main schema (the one traceview reads), by name."""
+    where = "database_name = $db AND schema_name = 'main'"
+    params = {"db": database_name(con)}
+    tables = con.execute(f"SELECT table_name, sql FROM duckdb_tables() WHERE {where}", params).fetchall()
+    indexes = con.execute(f"SELECT table_name, sql FROM duckdb_indexes() WHERE {where} ORDER BY sql", params).fetchall()
+    columns = con.execute(
+        f"SELECT table_name, column_name, data_type FROM duckdb_columns() WHERE {where} ORDER BY column_index", params
     ).fetchall()
-    return {(table, column): kind for table, column, kind in rows}
+    return {
+        name: Definition(
+            sql,
+            tuple(i for t, i in indexes if t == name),
+            tuple((column, kind) for t, column, kind in columns if t == name),
+        )
+        for name, sql in tables
+    }
+
+
+def _tables_digest(tables: dict[str, Definition]) -> str:
+    """sha256 of the tables' definitions, sorted by name: the same for the same tables."""
+    digest = hashlib.sha256()
+    for name, definition in sorted(tables.items()):
+        digest.update("\0".join((name, definition.sql, *definition.indexes, "")).encode())
+    return digest.hexdigest()
+
+
+def _columns(tables: dict[str, Definition]) -> set[tuple[str, str, str]]:
+    return {(name, column, kind) for name, definition in tables.items() for column, kind in definition.columns}
 
 
 def _checked_or_closed(con: duckdb.DuckDBPyConnection, path: Path, verify: bool = False) -> None:
@@ -210,12 +332,8 @@ def verify_intact(con: duckdb.DuckDBPyConnection, path: Path) -> None:
     an existing database, which would otherwise add a run to a damaged file without reading the damaged part
     (~0.1 s per million kernels). Reading commands need no such pass: every block they read is checked, and
     damage found then is reported by damage_error."""
-    tables = con.execute(
-        "SELECT table_name FROM duckdb_tables() WHERE database_name = current_database() AND NOT temporary"
-    ).fetchall()
-    for (table,) in tables:
-        quoted = table.replace('"', '""')
-        con.execute(f'SELECT bit_xor(hash(COLUMNS(*))) FROM "{quoted}"').fetchall()
+    for table in schema_table_names():  # checked by check_schema_version; other tables are never read
+        con.execute(f"SELECT bit_xor(hash(COLUMNS(*))) FROM {table}").fetchall()
 
 
 def damage_error(error: BaseException, paths: list[Path] | None = None) -> DatabaseError | None:
@@ -233,28 +351,39 @@ def damage_error(error: BaseException, paths: list[Path] | None = None) -> Datab
 
 def create_schema(con: duckdb.DuckDBPyConnection) -> None:
     """Create every table of schema.sql (idempotent) and record the schema version."""
-    con.execute(schema_sql())
+    with defining(con):
+        con.execute(schema_sql())
     con.execute("INSERT OR REPLACE INTO traceview_meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
 
 
 @contextlib.contextmanager
-def write_session(path: str | Path, memory_limit: int | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
+def write_session(
+    path: str | Path, memory_limit: int | None = None, readable: Sequence[Path] = ()
+) -> Iterator[duckdb.DuckDBPyConnection]:
     """A connection whose changes all land, or none do.
 
     New database: built in `PATH.tmp-PID`, renamed over PATH on success, deleted on failure.
     Existing database: one transaction, committed on success and rolled back on failure (DuckDB's WAL
-    keeps the previous state if the process is killed).
-    With `memory_limit` (bytes; see memory_budget), DuckDB's memory is capped; it spills beyond the cap to a
-    temporary directory that outlives the connection.
+    keeps the previous state if the process is killed). Every view and macro it stored is dropped first (see
+    _drop_stored_code): the caller installs the SQL library again (sqllib.install).
+    DuckDB may read `readable` (the traces) and the system's temporary directory (ingest's scratch directories:
+    pipes, copies, part databases). With `memory_limit` (bytes; see memory_budget), DuckDB's memory is capped;
+    it spills beyond the cap to a temporary directory that outlives the connection.
     """
     if memory_limit is None:
-        with _write_session(Path(path)) as con:
+        with _write_session(Path(path), ingest_access(readable)) as con:
             yield con
         return
-    with scratch_directory("spill") as spill, _write_session(Path(path)) as con:
-        con.execute(f"SET temp_directory = '{_sql_quoted(spill)}'")
-        con.execute(f"SET memory_limit = '{int(memory_limit)}B'")
+    with scratch_directory("spill") as spill, _write_session(Path(path), ingest_access(readable, spill)) as con:
+        con.execute(f"SET memory_limit = '{int(memory_limit)}B'")  # after the schema: it may be too small even for that
         yield con
+
+
+def ingest_access(traces: Sequence[Path], spill: str | None = None, threads: int | None = None) -> Access:
+    """What an ingest's connection may read: the traces and the system's temporary directory (ingest's scratch
+    directories: pipes, copies, part databases); where it spills, how many threads it runs."""
+    settings = {"temp_directory": spill, "threads": threads}
+    return Access((*traces, Path(tempfile.gettempdir())), {k: v for k, v in settings.items() if v is not None})
 
 
 def memory_budget(data_bytes: int) -> int:
@@ -270,12 +399,8 @@ def memory_budget(data_bytes: int) -> int:
     return int(min(max(MIN_MEMORY_BUDGET, data_bytes), RAM_SHARE * physical))
 
 
-def _sql_quoted(text: str) -> str:
-    return text.replace("'", "''")
-
-
 @contextlib.contextmanager
-def _write_session(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
+def _write_session(path: Path, access: Access) -> Iterator[duckdb.DuckDBPyConnection]:
     """_existing_session or _new_session; an OS failure on the way (no space, read-only, ...) becomes one
     DatabaseError, after the database was left as it was. A symbolic link is followed: its target is written."""
     path = _followed(path)
@@ -285,7 +410,7 @@ def _write_session(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
             path, "DuckDB cannot write a database whose path holds '?'", "write it elsewhere, then move it there"
         )
     try:
-        with _existing_session(path) if path.exists() else _new_session(path) as con:
+        with _existing_session(path, access) if path.exists() else _new_session(path, access) as con:
             yield con
     except (OSError, duckdb.Error) as error:
         found = os_problem(error)
@@ -315,11 +440,12 @@ def _followed(path: Path) -> Path:
 
 
 @contextlib.contextmanager
-def _existing_session(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
-    con = _open(path, read_only=False)
+def _existing_session(path: Path, access: Access) -> Iterator[duckdb.DuckDBPyConnection]:
+    con = _open(path, False, access)
     _checked_or_closed(con, path, verify=True)
     con.execute("BEGIN TRANSACTION")
     try:
+        _drop_stored_code(con, path)
         yield con
         with interrupts.committing():
             con.execute("COMMIT")
@@ -333,12 +459,12 @@ def _existing_session(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
 
 
 @contextlib.contextmanager
-def _new_session(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
+def _new_session(path: Path, access: Access) -> Iterator[duckdb.DuckDBPyConnection]:
     tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
     _remove_stale_twins(path)
     _remove_db_files(tmp)
     try:
-        con = duckdb_connect(str(tmp))
+        con = duckdb_connect(str(tmp), False, access)
     except duckdb.Error as error:  # no such directory, not writable, no space, ...
         _remove_db_files(tmp)  # DuckDB may have created it before failing (0 bytes on a full disk)
         reason = str(error).splitlines()[0].replace(str(tmp), str(path))
@@ -350,7 +476,7 @@ def _new_session(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
         create_schema(con)
         yield con
         con.execute("COMMIT")
-        con.execute("CHECKPOINT")
+        checkpoint(con)
         con.close()
         with interrupts.committing():
             _move_into_place(tmp, path)
@@ -359,6 +485,44 @@ def _new_session(path: Path) -> Iterator[duckdb.DuckDBPyConnection]:
             con.close()
         _remove_db_files(tmp)
         raise
+
+
+def _drop_stored_code(con: duckdb.DuckDBPyConnection, path: Path) -> None:
+    """Drop every view and macro stored in the database's main schema. They are never run (traceview's own SQL
+    reads tables, DuckDB's functions and the library as TEMP objects), but whoever opens the database with DuckDB
+    would run them: a database traceview wrote holds the library it installs and nothing else. A macro that a
+    table of another name uses (in a default, generated column or constraint) cannot be dropped: refused."""
+    where = {"db": database_name(con)}
+    views = con.execute(
+        "SELECT view_name FROM duckdb_views() WHERE database_name = $db AND schema_name = 'main' AND NOT internal",
+        where,
+    ).fetchall()
+    macros = con.execute(
+        """SELECT DISTINCT function_name, function_type = 'table_macro' FROM duckdb_functions()
+           WHERE database_name = $db AND schema_name = 'main' AND function_type IN ('macro', 'table_macro')""",
+        where,
+    ).fetchall()
+    drops = [f"DROP VIEW {_quoted(name)}" for (name,) in views]
+    drops += [f"DROP MACRO {'TABLE ' if table else ''}{_quoted(name)}" for name, table in macros]
+    with defining(con):
+        for drop in drops:
+            try:
+                con.execute(drop)
+            except duckdb.DependencyException as error:
+                raise DatabaseError(
+                    path,
+                    f"a table that traceview does not know uses a macro stored in the database ({drop.split()[-1]})",
+                    "drop that table, or ingest into a new -o file",
+                ) from error
+
+
+def checkpoint(con: duckdb.DuckDBPyConnection) -> None:
+    """Write the database's WAL into its file (a plain CHECKPOINT names the first catalog of the search path)."""
+    con.execute(f"CHECKPOINT {_quoted(database_name(con))}")
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
 
 
 def _move_into_place(tmp: Path, path: Path) -> None:

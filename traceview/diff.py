@@ -1,23 +1,31 @@
 """Two runs compared layer by layer: kernels, microseconds, exposed communication, and kernel alignment.
 
-Reads: the `steps`, `layers`, `gpu_activity` tables and the `layer_metrics` view of two databases (or two
-runs of one database). Writes nothing. Pure: returns a `Diff` of rows; output.py renders it.
+Reads: the `steps`, `layers`, `gpu_activity` tables, the `layer_metrics` view and the `layer_kernel_time` macro
+of two databases (or two runs of one database), as the SQL library's TEMP objects that db.connect installs on
+every connection that reads (never the views and macros a database stores). Writes nothing. Pure: returns a `Diff`
+of rows; output.py renders it. The kernel alignment is align.py's, the why table why.py's.
 
 Pairing: only steady-state steps (not warm-up) of one phase are compared (decode when both have it);
-layers pair by index and ranks by rank; every figure is a median across steps and ranks, with its spread.
+layers pair by index and ranks by rank; every figure is a median across steps and ranks, with its spread, except
+the why table's (why.py): means over the layer's instances, which add up.
 """
 
 from __future__ import annotations
 
-import difflib
+import math
 import re
 import statistics
+import unicodedata
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
-from .errors import DatabaseError
+from . import why as why_stage
+from .align import Aligned, Status, align
+from .errors import DatabaseError, UsageError
+from .why import Instance, KernelTime
 
 if TYPE_CHECKING:
     import duckdb
@@ -45,12 +53,16 @@ class Diff:
     top_changes: list[Row]
     notes: list[str] = field(default_factory=list)
     by_rank: list[Row] = field(default_factory=list)
+    why: list[Row] = field(default_factory=list)
+    changes: list[Row] = field(default_factory=list)
 
     def as_json(self) -> Row:
         return {
             "summary": self.summary,
+            "why": self.why,
             "layers": self.layers,
             "by_rank": self.by_rank,
+            "changes": self.changes,
             "kernels": self.kernels,
             "top_changes": self.top_changes,
             "notes": self.notes,
@@ -64,6 +76,7 @@ def resolve_run(con: duckdb.DuckDBPyConnection, label: str | None, where: str) -
         raise DatabaseError(where, "the database holds no run", "ingest a trace into it first")
     if label is None:
         return RunRef(con, rows[0][0], rows[0][1])
+    label = unicodedata.normalize("NFC", label)  # as ingest stores labels
     for run_id, run_label in rows:
         if run_label == label:
             return RunRef(con, run_id, run_label)
@@ -84,10 +97,17 @@ def compare(a: RunRef, b: RunRef) -> Diff:
     by_rank = _rank_table(layers_a, layers_b)
     layer_table = _layer_table(layers_a, layers_b, by_rank)
     summary = _summary(a, b, phase, layers_a, layers_b)
+    times_a, times_b = _kernel_times(a, phase), _kernel_times(b, phase)
+    shared = sorted(set(times_a) & set(times_b))
+    alignments = {layer: _align_first(times_a[layer], times_b[layer]) for layer in shared}
+    why = [why_stage.layer_why(layer, times_a[layer], times_b[layer], alignments[layer]) for layer in shared]
     representative = _representative_layer(layers_a, layers_b)
-    kernels = align_kernels(_layer_kernels(a, phase, representative), _layer_kernels(b, phase, representative))
     summary["representative_layer"] = representative
-    return Diff(summary, layer_table, kernels, _top_changes(a, b, phase), notes, by_rank)
+    first_a, first_b = times_a.get(representative, [()])[0], times_b.get(representative, [()])[0]
+    alignment = alignments.get(representative, [])
+    kernels = alignment_rows(alignment, first_a, first_b)
+    changes = change_rows(alignment, first_a, first_b)
+    return Diff(summary, layer_table, kernels, _top_changes(a, b, phase), notes, by_rank, why, changes)
 
 
 def _common_phase(a: RunRef, b: RunRef, notes: list[str]) -> str | None:
@@ -266,94 +286,103 @@ def _representative_layer(rows_a: list[Row], rows_b: list[Row]) -> int:
     return typical[len(typical) // 2]
 
 
-def _layer_kernels(ref: RunRef, phase: str | None, layer: int) -> list[Row]:
-    """Kernel sequence of one instance of `layer`: the first steady step of the lowest rank."""
+def _kernel_times(ref: RunRef, phase: str | None) -> dict[int, list[Instance]]:
+    """Per layer index, its instances in the steady steps of `phase` (query layer_kernel_time), in order of rank
+    and step: each the layer's kernels in order, with the time each owns and the idle gap it closes."""
     rows = ref.con.execute(
         f"""
-        WITH instance AS (
-            SELECT l.rank, l.step FROM layers l JOIN steps s USING (run_id, rank, step)
-            WHERE l.run_id = $run AND l.layer = $layer AND NOT s.warmup {"AND s.phase = $phase" if phase else ""}
-            ORDER BY l.rank, l.step LIMIT 1
-        )
-        SELECT g.short_name, g.category, (g.end_ns - g.start_ns) / 1e3 AS us
-        FROM gpu_activity g JOIN instance i ON g.rank = i.rank AND g.step = i.step
-        WHERE g.run_id = $run AND g.layer = $layer AND g.kind = 'kernel'
-        ORDER BY g.start_ns, g.activity_id
+        SELECT k.layer, k.rank, k.step, k.identity, k.short_name, k.category, k.start_ns, k.end_ns, k.own_ns,
+               k.gap_ns, k.host_bound_ns, k.launch_bound_ns, k.queued_ns, k.in_graph_ns, k.unclassified_ns
+        FROM layer_kernel_time(run := $run) AS k JOIN steps AS s USING (run_id, rank, step)
+        WHERE k.run_id = $run AND NOT s.warmup {"AND s.phase = $phase" if phase else ""}
+        ORDER BY k.layer, k.rank, k.step, k.position
         """,
-        {"run": ref.run_id, "layer": layer, **({"phase": phase} if phase else {})},
+        {"run": ref.run_id, **({"phase": phase} if phase else {})},
     ).fetchall()
-    return [{"name": r[0], "category": r[1], "us": r[2]} for r in rows]
+    instances: dict[tuple[int, int, int], list[KernelTime]] = {}
+    for layer, rank, step, identity, name, category, start, end, own, gap, *gaps in rows:
+        kernel = KernelTime(identity, name, category, start, end, own, gap, tuple(gaps))
+        instances.setdefault((layer, rank, step), []).append(kernel)
+    by_layer: dict[int, list[Instance]] = {}
+    for (layer, _, _), kernels in instances.items():
+        by_layer.setdefault(layer, []).append(kernels)
+    return by_layer
 
 
-def normalize_kernel_name(name: str) -> str:
-    """Name used to line kernels up: the short name, with the trailing number of a generated kernel folded
-    (triton_poi_fused_add_0 ~ triton_poi_fused_add_1: torch.compile numbers its kernels in order of creation)."""
-    return re.sub(r"_\d+$", "_#", name)
+def _align_first(instances_a: Sequence[Instance], instances_b: Sequence[Instance]) -> list[Aligned]:
+    """The alignment of the first instance of a layer in A with the first in B."""
+    return align([k.identity for k in instances_a[0]], [k.identity for k in instances_b[0]])
 
 
-def _substitution_cost(a: str, b: str) -> float:
-    if a == b:
-        return 0.0
-    return 1.0 - difflib.SequenceMatcher(None, a, b).ratio() * 0.5
-
-
-def align_kernels(seq_a: Sequence[Row], seq_b: Sequence[Row]) -> list[Row]:
-    """Edit-distance alignment of two kernel sequences (insert/delete cost 1, rename cost < 1).
-
-    Each output row is `kept` (the same kernel: same short name, see ingest/kernel_names.py), `replaced` (a
-    different kernel in the same place, e.g. a fused kernel standing for several eager ones), `fused_away` (only
-    in A) or `new` (only in B).
-    """
-    names_a = [normalize_kernel_name(r["name"]) for r in seq_a]
-    names_b = [normalize_kernel_name(r["name"]) for r in seq_b]
-    n, m = len(names_a), len(names_b)
-    cost = [[0.0] * (m + 1) for _ in range(n + 1)]
-    for i in range(1, n + 1):
-        cost[i][0] = float(i)
-    for j in range(1, m + 1):
-        cost[0][j] = float(j)
-    for i in range(1, n + 1):
-        for j in range(1, m + 1):
-            cost[i][j] = min(
-                cost[i - 1][j] + 1.0,
-                cost[i][j - 1] + 1.0,
-                cost[i - 1][j - 1] + _substitution_cost(names_a[i - 1], names_b[j - 1]),
-            )
-    return _trace_back(cost, seq_a, seq_b, names_a, names_b)
-
-
-def _trace_back(
-    cost: list[list[float]], seq_a: Sequence[Row], seq_b: Sequence[Row], names_a: list[str], names_b: list[str]
-) -> list[Row]:
-    i, j = len(seq_a), len(seq_b)
-    rows: list[Row] = []
-    while i > 0 or j > 0:
-        if i > 0 and j > 0:
-            step = _substitution_cost(names_a[i - 1], names_b[j - 1])
-            if abs(cost[i][j] - (cost[i - 1][j - 1] + step)) < 1e-9:
-                status = "kept" if step == 0 else "replaced"
-                rows.append(_aligned(status, seq_a[i - 1], seq_b[j - 1]))
-                i, j = i - 1, j - 1
-                continue
-        if i > 0 and abs(cost[i][j] - (cost[i - 1][j] + 1.0)) < 1e-9:
-            rows.append(_aligned("fused_away", seq_a[i - 1], None))
-            i -= 1
-        else:
-            rows.append(_aligned("new", None, seq_b[j - 1]))
-            j -= 1
-    rows.reverse()
+def alignment_rows(alignment: Sequence[Aligned], seq_a: Instance, seq_b: Instance) -> list[Row]:
+    """One row per kernel of A (with its B kernel when it has one) and per kernel only in B. The kernels of A fused
+    into one kernel of B share it: its time is given on the group's first row only, so columns add up."""
+    rows, shown = [], set()
+    for record in alignment:
+        a = seq_a[record.a] if record.a is not None else None
+        b = seq_b[record.b] if record.b is not None else None
+        rows.append(
+            {
+                "status": record.status.value,
+                "kernel_a": a.name if a else None,
+                "us_a": _duration_us(a),
+                "kernel_b": b.name if b else None,
+                "us_b": _duration_us(b) if record.b not in shown else None,
+                "category": (b or a).category if (b or a) else None,
+            }
+        )
+        shown.add(record.b)
     return rows
 
 
-def _aligned(status: str, a: Row | None, b: Row | None) -> Row:
+def _duration_us(kernel: KernelTime | None) -> float | None:
+    return round((kernel.end_ns - kernel.start_ns) / 1e3, 3) if kernel else None
+
+
+def change_rows(alignment: Sequence[Aligned], seq_a: Instance, seq_b: Instance) -> list[Row]:
+    """The alignment without its kept kernels, grouped: the kernels fused into one kernel of B as one row
+    (`12 elementwise kernels` → `triton_per_fused_..._1`), and kernels of one name and fate as one row."""
+    groups: dict[tuple[str, object], list[Aligned]] = {}
+    for record in alignment:
+        if record.status is Status.kept:
+            continue
+        if record.status is Status.fused:
+            key: object = record.b
+        else:
+            key = (
+                seq_a[record.a].name if record.a is not None else None,
+                seq_b[record.b].name if record.b is not None else None,
+            )
+        groups.setdefault((record.status.value, key), []).append(record)
+    return [_change_row(status, records, seq_a, seq_b) for (status, _), records in groups.items()]
+
+
+def _change_row(status: str, records: list[Aligned], seq_a: Instance, seq_b: Instance) -> Row:
+    kernels_a = [seq_a[r.a] for r in records if r.a is not None]
+    kernels_b = [seq_b[b] for b in dict.fromkeys(r.b for r in records if r.b is not None)]
     return {
-        "status": status,
-        "kernel_a": a["name"] if a else None,
-        "us_a": round(a["us"], 3) if a else None,
-        "kernel_b": b["name"] if b else None,
-        "us_b": round(b["us"], 3) if b else None,
-        "category": (b or a or {}).get("category"),
+        "change": status,
+        "kernels_a": len(kernels_a),
+        "kernel_a": kernel_group(kernels_a) if status == "fused" else (kernels_a[0].name if kernels_a else None),
+        "us_a": round(sum(_duration_us(k) or 0 for k in kernels_a), 3) if kernels_a else None,
+        "kernels_b": len(kernels_b),
+        "kernel_b": kernels_b[0].name if kernels_b else None,
+        "us_b": round(sum(_duration_us(k) or 0 for k in kernels_b), 3) if kernels_b else None,
     }
+
+
+def kernel_group(kernels: Sequence[KernelTime]) -> str:
+    """`12 elementwise kernels`, or `5 kernels: 3 elementwise, 2 reduce`: what a group of kernels is made of."""
+    families = Counter(_family(k.name) for k in kernels)
+    if len(families) == 1:
+        return f"{len(kernels)} {next(iter(families))} kernels"
+    return f"{len(kernels)} kernels: " + ", ".join(f"{n} {family}" for family, n in families.most_common())
+
+
+def _family(name: str) -> str:
+    """The kind of a kernel: its name before the template arguments, without vectorized_/unrolled_ or _kernel."""
+    base = re.split(r"[<(]", name, maxsplit=1)[0]
+    return re.sub(r"^(vectorized|unrolled)_|_kernel$", "", base) or name
 
 
 def _top_changes(a: RunRef, b: RunRef, phase: str | None, limit: int = 10) -> list[Row]:
@@ -423,6 +452,54 @@ def display_ranks(diff: Diff) -> list[Row]:
     return rows
 
 
+class KernelRows(str, Enum):
+    """Which rows of the kernel alignment `traceview diff` prints: the changes, grouped, or every kernel."""
+
+    changed = "changed"
+    all = "all"
+
+
+def display_changes(diff: Diff, width: int) -> list[Row]:
+    """The grouped changes for people: a count with each name (`2 × FillFunctor...`), names cut to fit `width`."""
+    cut = _name_width(width)
+    rows = []
+    for change in diff.changes:
+        rows.append(
+            {
+                "change": change["change"],
+                "kernel_a": _cut(_counted(change["kernels_a"], change["kernel_a"], change["change"]), cut),
+                "us_a": change["us_a"],
+                "kernel_b": _cut(_counted(change["kernels_b"], change["kernel_b"], change["change"]), cut),
+                "us_b": change["us_b"],
+            }
+        )
+    return rows
+
+
+def display_alignment(diff: Diff, width: int) -> list[Row]:
+    """Every kernel of the representative layer (`--kernels all`), names cut to fit `width`."""
+    cut = _name_width(width)
+    return [{**r, "kernel_a": _cut(r["kernel_a"], cut), "kernel_b": _cut(r["kernel_b"], cut)} for r in diff.kernels]
+
+
+def display_top_changes(diff: Diff, width: int) -> list[Row]:
+    """The kernels whose time per step changed most, names cut to fit `width`."""
+    return [{**row, "kernel": _cut(row["kernel"], max(24, width - 60))} for row in diff.top_changes]
+
+
+def _name_width(width: int) -> int:
+    """Characters for each of the two name columns of a `width`-wide table (the rest: status, µs, borders)."""
+    return max(24, (width - 44) // 2)
+
+
+def _counted(count: int, name: str | None, change: str) -> str | None:
+    return f"{count} × {name}" if name is not None and count > 1 and change != "fused" else name
+
+
+def _cut(name: str | None, width: int) -> str | None:
+    return name if name is None or len(name) <= width else name[: width - 1] + "…"
+
+
 class Metric(str, Enum):
     """What --fail-if-slower compares: a layer's span (first kernel start to last kernel end, launch gaps
     included) or its busy time (the union of its kernels: the GPU work itself)."""
@@ -432,6 +509,16 @@ class Metric(str, Enum):
 
 
 SUMMARY_KEY = {Metric.span: "us_per_layer", Metric.busy: "busy_us_per_layer"}
+
+
+def checked_percent(percent: float) -> float:
+    """--fail-if-slower's PCT: a finite number above -100 (`nan` compared false with everything: the gate never
+    failed)."""
+    if not math.isfinite(percent) or percent <= -100:
+        raise UsageError(
+            None, f"bad --fail-if-slower {percent}", "give a percentage above -100, e.g. 5: B at most 5% slower than A"
+        )
+    return percent
 
 
 def is_slower(diff: Diff, percent: float, metric: Metric = Metric.span) -> bool:

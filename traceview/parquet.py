@@ -12,21 +12,29 @@ Run ids: a run's id in the dataset is derived from its source's SHA-256 and its 
 the database's own numbering (which restarts at 1 in every database), so many databases export into one
 directory without replacing each other's runs; exporting the same run again replaces it.
 
+Writing goes through a folder of the process inside the dataset (`staged`, `Staging`): the runs are written
+there, then moved into place partition by partition, and moved back out when the write they came with fails
+(ingest --parquet: the database's commit), so the dataset and the database change together or not at all. No
+symbolic link inside the dataset directory is followed.
+
 Reads: such a directory (`connect`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
-import os
 import shutil
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import duckdb
 
 from . import db
-from .errors import BadInputError, DatabaseError
+from .errors import BadInputError, DatabaseError, OutputError, os_problem
 
 RANKED = (
     "gpu_activity",
@@ -52,29 +60,103 @@ def dataset_run_id(label: str, source_sha256: str) -> int:
     return int.from_bytes(digest[:8], "big") % (2**31 - 1) + 1
 
 
-def export(con: duckdb.DuckDBPyConnection, directory: str | Path, run_ids: list[int] | None = None) -> Path:
-    """Write the runs `run_ids` (default all) of `con`'s database under `directory`; return the directory.
-
-    A run already in the directory (same source and label) is replaced; other runs stay. The files are written
-    into a temporary folder first and moved into place run by run.
-    """
+@contextlib.contextmanager
+def staged(directory: str | Path) -> Iterator[Staging]:
+    """A Staging for `directory` (created if need be): write runs, publish them, and have them taken back out when
+    the block fails (also after publishing: the database they came with was not committed). The partitions they
+    replaced are deleted when the block ends well."""
     out = Path(directory)
-    out.mkdir(parents=True, exist_ok=True)
-    runs = con.execute("SELECT run_id, label, source_sha256 FROM runs ORDER BY run_id").fetchall()
-    chosen = {run_id: dataset_run_id(label, sha) for run_id, label, sha in runs if not run_ids or run_id in run_ids}
-    _refuse_clashes(out, con, chosen)
-    staging = out / f".staging-{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir()
     try:
-        for table in TABLES:
-            _copy_table(con, table, chosen, staging / table)
-        for table in TABLES:
-            for new_id in chosen.values():
-                _move_partition(staging / table / f"run_id={new_id}", out / table / f"run_id={new_id}")
+        out.mkdir(parents=True, exist_ok=True)
+        out = out.resolve()  # DuckDB may write there (db.Access): name it as the file system does
+        staging = Staging(out, Path(tempfile.mkdtemp(dir=out, prefix=".staging-")))
+    except OSError as error:
+        raise _output_error(directory, error) from error
+    try:
+        yield staging
+    except BaseException:
+        staging.roll_back()
+        raise
     finally:
-        shutil.rmtree(staging, ignore_errors=True)
-    return out
+        shutil.rmtree(staging.work, ignore_errors=True)
+
+
+@dataclass
+class Staging:
+    """Runs of a database on their way into the dataset at `root`, through `work`, a folder of this process.
+
+    `write` copies the runs into work/new; `publish` moves each of their run_id= partitions into place, the one
+    it replaces into work/old; `roll_back` undoes the moves. The dataset's own folders are checked first: a
+    symbolic link among them would have the moves (and the deletion of replaced partitions) happen elsewhere.
+    """
+
+    root: Path
+    work: Path
+    partitions: list[str] = field(default_factory=list)  # table/run_id=N, written into work/new
+    published: list[tuple[str, bool]] = field(default_factory=list)  # (partition, replaced one), in order
+    created: list[Path] = field(default_factory=list)  # table folders publish made
+
+    def write(self, con: duckdb.DuckDBPyConnection, run_ids: list[int] | None = None) -> None:
+        """Copy the runs `run_ids` (default all) of `con`'s database into the work folder."""
+        runs = con.execute("SELECT run_id, label, source_sha256 FROM runs ORDER BY run_id").fetchall()
+        chosen = {run_id: dataset_run_id(label, sha) for run_id, label, sha in runs if not run_ids or run_id in run_ids}
+        self.partitions = [f"{table}/run_id={new}" for table in TABLES for new in chosen.values()]
+        self._refuse_links()
+        try:
+            (self.work / "new").mkdir()
+            _refuse_clashes(self.root, con, chosen)
+            for table in TABLES:
+                _copy_table(con, table, chosen, self.work / "new" / table)
+        except (OSError, duckdb.IOException) as error:
+            raise _output_error(self.root, error) from error
+
+    def publish(self) -> None:
+        """Move the written partitions into place, each replaced one aside (a rename each)."""
+        try:
+            for partition in self.partitions:
+                source, target = self.work / "new" / partition, self.root / partition
+                replaced = target.exists()
+                if replaced:
+                    _moved(target, self.work / "old" / partition)
+                elif not target.parent.exists():
+                    target.parent.mkdir()
+                    self.created.append(target.parent)
+                self.published.append((partition, replaced))
+                _moved(source, target)
+        except OSError as error:
+            raise _output_error(self.root, error) from error
+
+    def roll_back(self) -> None:
+        """Take the published partitions back out and put the replaced ones back, latest first."""
+        for partition, replaced in reversed(self.published):
+            shutil.rmtree(self.root / partition, ignore_errors=True)  # the error being raised is the one that matters
+            if replaced:
+                with contextlib.suppress(OSError):
+                    _moved(self.work / "old" / partition, self.root / partition)
+        for folder in reversed(self.created):
+            with contextlib.suppress(OSError):
+                folder.rmdir()
+        self.published.clear()
+        self.created.clear()
+
+    def _refuse_links(self) -> None:
+        for folder in [*TABLES, *self.partitions]:
+            if (self.root / folder).is_symlink():
+                raise OutputError(
+                    self.root / folder,
+                    "a symbolic link inside the dataset directory: writing there would write elsewhere",
+                    "remove the link, or export into another directory",
+                )
+
+
+def _moved(source: Path, target: Path) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    source.rename(target)
+
+
+def _output_error(directory: str | Path, error: BaseException) -> OutputError:
+    problem, remedy = os_problem(error) or ("cannot write the dataset", "check the path")
+    return OutputError(directory, f"cannot write the dataset: {problem}", remedy)
 
 
 def _copy_table(con: duckdb.DuckDBPyConnection, table: str, ids: dict[int, int], target: Path) -> None:
@@ -103,13 +185,6 @@ def _copy_table(con: duckdb.DuckDBPyConnection, table: str, ids: dict[int, int],
 def _first_rank(con: duckdb.DuckDBPyConnection, run_id: int) -> int:
     rows = con.execute("SELECT coalesce(min(rank), 0) FROM ranks WHERE run_id = ?", [run_id]).fetchall()
     return int(rows[0][0])
-
-
-def _move_partition(source: Path, target: Path) -> None:
-    shutil.rmtree(target, ignore_errors=True)
-    if source.is_dir():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        source.replace(target)
 
 
 def _refuse_clashes(out: Path, con: duckdb.DuckDBPyConnection, ids: dict[int, int]) -> None:
@@ -151,15 +226,16 @@ def connect(directory: str | Path) -> duckdb.DuckDBPyConnection:
     root = Path(directory)
     if not (root / "runs").is_dir():
         raise BadInputError(root, "not a traceview Parquet dataset (no runs/)", "write one with ingest --parquet DIR")
-    con = db.duckdb_connect()
-    con.execute(db.schema_sql())  # the tables' columns and types, then replaced by views of the same shape
-    for table in TABLES:
-        comments = table_comments(con, table)
-        columns = con.execute(f"SELECT name, type FROM pragma_table_info('{table}') ORDER BY cid").fetchall()
-        con.execute(f"DROP TABLE {table}")
-        select = ", ".join(f'CAST("{name}" AS {kind}) AS "{name}"' for name, kind in columns)
-        con.execute(f"CREATE VIEW {table} AS SELECT {select} FROM {_source(root, table, columns)}")
-        _comment_view(con, table, comments)
+    con = db.duckdb_connect(access=db.Access((root,)))
+    with db.defining(con):
+        con.execute(db.schema_sql())  # the tables' columns and types, then replaced by views of the same shape
+        for table in TABLES:
+            comments = table_comments(con, table)
+            columns = con.execute(f"SELECT name, type FROM pragma_table_info('{table}') ORDER BY cid").fetchall()
+            con.execute(f"DROP TABLE {table}")
+            select = ", ".join(f'CAST("{name}" AS {kind}) AS "{name}"' for name, kind in columns)
+            con.execute(f"CREATE VIEW {table} AS SELECT {select} FROM {_source(root, table, columns)}")
+            _comment_view(con, table, comments)
     from . import sqllib
 
     sqllib.install(con, temporary=True)

@@ -5,7 +5,8 @@ state), so figures can be made in threads and tests can inspect them. Every pict
 GPU work is coloured by gpu_activity.category, exposed communication is red, idle time is light grey.
 
 Artists that tests count carry a gid: `activity:CATEGORY` (one PolyCollection per lane and category, one path
-per activity), `exposed_comm`, `layer:N` (the shaded span of layer N), `bar:PART`, `diff:a`, `diff:b`, `speedup`.
+per activity), `exposed_comm`, `layer:N` (the shaded span of layer N), `bar:PART`, `diff:a`, `diff:b`, `speedup`,
+`waterfall:a`, `waterfall:CAUSE`, `waterfall:b` (the why waterfall of each layer).
 """
 
 from __future__ import annotations
@@ -202,12 +203,43 @@ def layers_figure(rows: Sequence[LayerBreakdown], run: str, scope: str) -> Figur
     return figure
 
 
-def diff_figure(layers: Sequence[Row], summary: Row) -> Figure:
-    """Per layer, the median span of run A and run B side by side, with B's speed-up over A written on top."""
+def diff_figure(layers: Sequence[Row], summary: Row, why: Sequence[Row] = ()) -> Figure:
+    """Per layer, the median span of run A and run B side by side, with B's speed-up over A written on top; under
+    it, with `why` rows (diff.Diff.why), a waterfall per layer: A's µs, each cause, B's µs."""
     if not layers:
         raise UsageError(None, "no layers to compare", "run `traceview diff` to see why")
-    figure = _figure()
-    ax = figure.subplots()
+    shown = _waterfall_layers(why)
+    rows = math.ceil(len(shown) / WATERFALL_COLUMNS)
+    figure = _figure(FIGSIZE[1] + WATERFALL_HEIGHT * rows)
+    top, bottom = (
+        figure.subfigures(2, 1, height_ratios=[FIGSIZE[1], WATERFALL_HEIGHT * rows]) if rows else (figure, None)
+    )
+    _span_bars(top.subplots(), layers, summary)
+    top.legend(loc="outside lower center", ncols=2, fontsize=FONT["legend"], frameon=False)
+    if bottom is not None:
+        axes = bottom.subplots(rows, min(WATERFALL_COLUMNS, len(shown)), squeeze=False).flat
+        for ax, row in zip(axes, shown, strict=False):
+            _waterfall(ax, row)
+        for ax in list(axes):
+            ax.set_visible(False)
+        bottom.suptitle(
+            "why, per layer: mean span of A, each cause (B − A), mean span of B (µs)", fontsize=FONT["label"]
+        )
+    return figure
+
+
+WATERFALL_COLUMNS, WATERFALL_MAX, WATERFALL_HEIGHT = 4, 8, 3.4
+
+
+def _waterfall_layers(why: Sequence[Row]) -> list[Row]:
+    """The layers that get a waterfall: all of them up to WATERFALL_MAX, else those whose span changed most."""
+    if len(why) <= WATERFALL_MAX:
+        return list(why)
+    largest = sorted(why, key=lambda r: -abs(r["span_delta_us"]))[:WATERFALL_MAX]
+    return sorted(largest, key=lambda r: r["layer"])
+
+
+def _span_bars(ax: Any, layers: Sequence[Row], summary: Row) -> None:
     x = list(range(len(layers)))
     width = 0.4
     span_a = [float(r.get("span_us_a") or 0.0) for r in layers]
@@ -240,8 +272,24 @@ def diff_figure(layers: Sequence[Row], summary: Row) -> Figure:
         f"{summary['headline']}; on top: speed-up of B over A",
         fontsize=FONT["title"],
     )
-    figure.legend(loc="outside lower center", ncols=2, fontsize=FONT["legend"], frameon=False)
-    return figure
+
+
+def _waterfall(ax: Any, row: Row) -> None:
+    """A's mean span, then each non-zero cause as a step up (slower, red) or down (faster, green), then B's."""
+    causes = [(name, value) for name, value in row["causes"].items() if value]
+    labels = ["A", *[name.replace("kernels_", "").replace("_", " ") for name, _ in causes], "B"]
+    level = row["span_a_us"]
+    ax.bar(0, level, color=RUN_COLORS[0], gid="waterfall:a")
+    for i, (name, value) in enumerate(causes, start=1):
+        color = FASTER_COLOR if value < 0 else SLOWER_COLOR
+        ax.bar(i, value, bottom=level, color=color, gid=f"waterfall:{name}")
+        level += value
+    ax.bar(len(causes) + 1, row["span_b_us"], color=RUN_COLORS[1], gid="waterfall:b")
+    ax.set_xticks(range(len(labels)), labels, rotation=35, ha="right", fontsize=8)
+    ax.tick_params(axis="y", labelsize=8)
+    ax.set_title(f"L{row['layer']}: {row['span_a_us']:,.0f} → {row['span_b_us']:,.0f} µs", fontsize=FONT["tick"])
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
 
 
 def image_format(path: str | Path) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 import duckdb
 
 from . import sqllib
-from .diff import Diff, RunRef, compare
+from .diff import RunRef
 from .errors import DatabaseError, UsageError
 from .stepsel import format_steps
 
@@ -367,13 +367,6 @@ def _has_step(ref: RunRef, step: int, rank: int | None) -> bool:
         [ref.run_id, step, rank, rank],
     ).fetchall()
     return bool(rows)
-
-
-def layer_diff(a: RunRef, b: RunRef) -> Diff:
-    """diff.compare of two runs, with the SQL library made usable on both databases first."""
-    for ref in (a, b):
-        sqllib.ensure_installed(ref.con)
-    return compare(a, b)
 
 
 def step_table(ref: RunRef) -> list[Row]:

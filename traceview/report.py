@@ -16,8 +16,9 @@ from datetime import datetime, timezone
 from typing import Any
 
 from . import plot, plotdata
-from .diff import RunRef
+from .diff import RunRef, compare
 from .version import __version__
+from .why import display_why
 
 Row = dict[str, Any]
 MAX_STEP_ROWS = 200
@@ -83,20 +84,22 @@ def _legend() -> str:
 
 
 def _diff_section(a: RunRef, b: RunRef) -> str:
-    result = plotdata.layer_diff(a, b)
+    result = compare(a, b)
     summary = result.summary
-    figure = plot.diff_figure(result.layers, summary)
+    figure = plot.diff_figure(result.layers, summary, result.why)
     parts = [
         '<section id="diff">',
         f"<h2>Comparison: {_e(a.label)} (A) → {_e(b.label)} (B), {_e(summary['phase'])} steps</h2>",
         f'<p class="headline">{_e(summary["headline"])}</p>',
         *[f'<p class="note">note: {_e(n)}</p>' for n in result.notes],
-        _img(figure, f"span per layer, {a.label} vs {b.label}"),
-        table(result.layers, "per layer (medians across steps and ranks; speedup = A span / B span)"),
+        *[f'<p class="note">{_e(row["sentence"])}</p>' for row in result.why],
+        _img(figure, f"span per layer, {a.label} vs {b.label}, and why each layer changed"),
         table(
-            result.kernels,
-            f"kernel alignment, layer {summary['representative_layer']} (one instance)",
+            display_why(result.why), "why, per layer: µs, B − A, means over instances; the causes add up to delta_us"
         ),
+        table(result.layers, "per layer (medians across steps and ranks; speedup = A span / B span)"),
+        table(result.changes, f"kernels that changed, layer {summary['representative_layer']} (one instance)"),
+        table(result.kernels, f"kernel alignment, layer {summary['representative_layer']} (one instance)"),
         table(result.top_changes, "kernels whose time per step changed most"),
         "</section>",
     ]

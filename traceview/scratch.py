@@ -12,7 +12,7 @@ import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from . import interrupts
@@ -51,19 +51,24 @@ def replacing(path: str | Path) -> Iterator[Path]:
     """A temporary file beside `path` to write; renamed over `path` when the block ends, removed on any error,
     so that a failure leaves what was there before.
 
-    A symbolic link is followed (its target is replaced, the link kept). A path that exists and is not a regular
-    file (a terminal, /dev/stdout, a FIFO) is written in place: renaming over it would replace the device. An OS
-    error (no space, read-only, permission denied) becomes OutputError.
+    The temporary file's name is this writer's own (`.NAME.RANDOM.tmp`, made by tempfile): two commands writing
+    one `-o` at once each rename a whole file of theirs, the last one wins. It gets the permissions a new file
+    gets (the umask's). A symbolic link is followed (its target is replaced, the link kept). A path that exists
+    and is not a regular file (a terminal, /dev/stdout, a FIFO) is written in place: renaming over it would
+    replace the device. An OS error (no space, read-only, permission denied) becomes OutputError.
     """
-    target = Path(path)
-    target = target.resolve() if target.is_symlink() else target
+    given = Path(path)
     try:
-        if _is_special(target):
-            yield target
+        if _is_special(given):  # through links: /dev/stdout names /proc/self/fd/1, a pipe or a terminal
+            yield given
             return
-        tmp = target.with_name(f".{target.name}.tmp")
+        target = given.resolve() if given.is_symlink() else given
+        handle, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+        os.close(handle)
+        tmp = Path(name)
         try:
             yield tmp
+            tmp.chmod(0o666 & ~_umask())
             with interrupts.committing():
                 tmp.replace(target)
         finally:
@@ -72,6 +77,24 @@ def replacing(path: str | Path) -> Iterator[Path]:
     except OSError as error:
         problem, remedy = os_problem(error) or ("cannot write the file", "check the path")
         raise OutputError(path, f"cannot write the file: {problem}", remedy) from error
+
+
+def refuse_inputs(output: str | Path, inputs: Sequence[str | Path | None]) -> None:
+    """OutputError when `output` is the same file as one of `inputs` (the databases a command reads), under any
+    name (a symbolic or hard link): writing it would replace the data with the command's output."""
+    for given in inputs:
+        with contextlib.suppress(OSError):  # an output that does not exist yet is no input
+            if given is not None and os.path.samefile(output, given):
+                raise OutputError(
+                    output, f"the same file as {given}, which the command reads", "write to another -o file"
+                )
+
+
+def _umask() -> int:
+    """The process's umask (read by setting it, then set back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def _is_special(path: Path) -> bool:

@@ -1,9 +1,10 @@
 """The SQL library: finds, documents, installs and runs the queries in `queries/**/*.sql`.
 
 Reads: the `.sql` files of the package `traceview.queries` (the `queries/` folder). Writes: DuckDB macros and
-views, with a COMMENT ON each of them and on each view column, into the connection's database (`install`), or
-as TEMP objects of the connection when the database is read-only and was written by another version of the
-library. Each file opens with a header:
+views, with a COMMENT ON each of them and on each view column, into the connection's database (`install`, when
+traceview writes it, so that `duckdb run.db` users have them), and as TEMP objects of every connection that
+reads one (`ensure_installed`): traceview never runs the views and macros a database holds, which anyone may
+have written. Each file opens with a header:
 
     -- @module layers.metrics               module name: folder.file
     -- One line that says what it answers.
@@ -19,6 +20,7 @@ never formats them into the text.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import re
 from dataclasses import dataclass
@@ -30,7 +32,7 @@ from typing import Any
 
 import duckdb
 
-from .db import damage_error, first_row
+from .db import damage_error, database_name, defining, first_row, has_rows
 from .errors import DatabaseError, UsageError
 from .stepsel import format_steps
 
@@ -115,33 +117,33 @@ def install(con: duckdb.DuckDBPyConnection, temporary: bool = False) -> None:
     """Create or replace every macro and view of the library, with their comments, in `con`'s database.
 
     `temporary` creates them as TEMP objects of the connection instead (usable on a read-only database);
-    TEMP objects shadow the ones stored in the database.
+    TEMP objects come first on the search path, before the ones stored in the database.
     """
-    for info in _library():
-        sql = info.sql.replace("CREATE OR REPLACE ", "CREATE OR REPLACE TEMP ") if temporary else info.sql
-        try:
-            con.execute(sql)
-        except duckdb.Error as error:
-            raise DatabaseError(
-                info.path, f"cannot install query {info.name} ({error})", "the database lacks a table it needs?"
-            ) from error
-        if not temporary:
-            _comment(con, info)
+    with contextlib.nullcontext() if temporary else defining(con):
+        for info in _library():
+            sql = info.sql.replace("CREATE OR REPLACE ", "CREATE OR REPLACE TEMP ") if temporary else info.sql
+            try:
+                con.execute(sql)
+            except duckdb.Error as error:
+                raise DatabaseError(
+                    info.path, f"cannot install query {info.name} ({error})", "the database lacks a table it needs?"
+                ) from error
+            if not temporary:
+                _comment(con, info)
     if not temporary:
         con.execute("INSERT OR REPLACE INTO traceview_meta VALUES (?, ?)", [_META_KEY, library_sha256()])
 
 
 def ensure_installed(con: duckdb.DuckDBPyConnection) -> None:
-    """Make this version of the library usable on `con`: stored already, installed now, or as TEMP objects."""
-    try:
-        row = first_row(con.execute("SELECT value FROM traceview_meta WHERE key = ?", [_META_KEY]).fetchall())
-    except duckdb.CatalogException as error:
-        raise DatabaseError(
-            database_path(con), "not a traceview database", "ingest a trace with `traceview ingest`"
-        ) from error
-    if row is not None and row[0] == library_sha256():
-        return
-    install(con, temporary=True)
+    """Make this version of the library usable on `con` as TEMP objects of the connection (once per connection).
+
+    The views and macros stored in a database are never used: a database may come from anyone, and what it
+    stores under the library's names (a view that reads files, or recurses without end) is not this library,
+    whatever traceview_meta says. The TEMP objects come first on the search path."""
+    last = _library()[-1]
+    catalog = "duckdb_views() WHERE view_name" if last.kind == "view" else "duckdb_functions() WHERE function_name"
+    if not has_rows(con, f"SELECT 1 FROM {catalog} = '{last.name}' AND database_name = 'temp'"):
+        install(con, temporary=True)
 
 
 def run_query(
@@ -188,7 +190,7 @@ def run_query(
 def database_path(con: duckdb.DuckDBPyConnection) -> str | None:
     """The file of the connection's database, for error messages; None in memory."""
     row = first_row(
-        con.execute("SELECT path FROM duckdb_databases() WHERE database_name = current_database()").fetchall()
+        con.execute("SELECT path FROM duckdb_databases() WHERE database_name = ?", [database_name(con)]).fetchall()
     )
     return row[0] if row and row[0] else None
 

@@ -12,6 +12,7 @@ import dataclasses
 import os
 import re
 import threading
+import unicodedata
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -109,11 +110,19 @@ def _duration_ns(text: str, whole: str) -> int:
     else:
         number, scale = text, 1
     try:
-        return round(float(number) * scale) if "." in number or "e" in number.lower() else int(number) * scale
-    except ValueError:
+        ns = round(float(number) * scale) if "." in number or "e" in number.lower() else int(number) * scale
+    except (ValueError, OverflowError):  # not a number; infinite (1e400)
         raise BadInputError(
             None, f"bad time {text!r} in --time-window {whole!r}", "write e.g. 250ms, 1.5s or 42ns"
         ) from None
+    if abs(ns) > MAX_NS:
+        raise BadInputError(
+            None, f"time {text!r} in --time-window {whole!r} is out of range", "give a time within ±292 years"
+        )
+    return ns
+
+
+MAX_NS = 2**63 - 1  # times are BIGINT nanoseconds
 
 
 _UNITS_BYTES = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "kib": 1 << 10, "mib": 1 << 20}
@@ -126,40 +135,51 @@ def parse_memory_limit(text: str) -> int | None:
     if word in ("auto", "none"):
         return None if word == "auto" else 0
     match = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([kmgt]i?b|b)?", word)
-    if not match or float(match.group(1)) <= 0:
+    size = int(float(match.group(1)) * _UNITS_BYTES[match.group(2) or "b"]) if match else 0
+    if not 1 <= size <= MAX_MEMORY_LIMIT:  # 0.5b is no byte, and 0 would mean no cap at all
         raise BadInputError(None, f"bad --memory-limit {text!r}", "give auto, none, or a size such as 4GB or 512MiB")
-    return int(float(match.group(1)) * _UNITS_BYTES[match.group(2) or "b"])
+    return size
+
+
+MAX_MEMORY_LIMIT = 2**63 - 1  # the largest DuckDB takes
+MAX_STEPS = 100_000  # --steps: more is no part of a trace, and each becomes a Python int
 
 
 def parse_steps(text: str) -> tuple[int, ...]:
-    """`3-5,8` -> (3, 4, 5, 8): ProfilerStep numbers for --steps."""
-    steps: set[int] = set()
+    """`3-5,8` -> (3, 4, 5, 8): ProfilerStep numbers for --steps, at most MAX_STEPS of them."""
+    ranges: list[range] = []
     try:
         for part in filter(None, (p.strip() for p in text.split(","))):
             lo, _, hi = part.partition("-")
-            steps.update(range(int(lo), int(hi or lo) + 1))
+            ranges.append(range(int(lo), int(hi or lo) + 1))
     except ValueError:
         raise BadInputError(None, f"bad --steps {text!r}", "give ProfilerStep numbers, e.g. 3-5,8") from None
-    if not steps:
+    if not ranges or not all(ranges):  # nothing, or a range that ends before it starts
         raise BadInputError(None, f"bad --steps {text!r}", "give ProfilerStep numbers, e.g. 3-5,8")
-    return tuple(sorted(steps))
+    if sum(len(r) for r in ranges) > MAX_STEPS:
+        raise BadInputError(None, f"--steps {text!r} selects more than {MAX_STEPS:,} steps", "give fewer steps")
+    return tuple(sorted(set().union(*ranges)))
 
 
 def parse_pattern(option: str, text: str) -> str:
     """A regular expression given with `option` (--comm-pattern, --layer-pattern, --step-pattern), checked by both
-    engines that may read it, Python's re and DuckDB's RE2 (no look-around); UsageError when either refuses it."""
+    engines that may read it, Python's re and DuckDB's RE2 (no look-around); UsageError when either refuses it, or
+    when it matches the empty string (`''`, `nccl|`): it would match every kernel or range name."""
     import duckdb  # loaded only by the commands that take a pattern
 
     from ..db import duckdb_connect
 
     try:
-        re.compile(text)
+        matches_empty = re.search(text, "") is not None
         with duckdb_connect() as con:
             con.execute("SELECT regexp_matches('', ?)", [text]).fetchall()
     except (re.error, duckdb.Error) as error:
         reason = str(error).splitlines()[0].removeprefix("Invalid Input Error: ")
         remedy = "fix the regular expression (RE2 syntax: no look-around or backreferences)"
         raise UsageError(None, f"bad {option} {text!r}: {reason}", remedy) from None
+    if matches_empty:  # '' or 'nccl|': every name would match
+        problem = f"bad {option} {text!r}: it matches an empty string, so every name"
+        raise UsageError(None, problem, "make it require some text (e.g. nccl|rccl, not nccl|)")
     return text
 
 
@@ -323,6 +343,7 @@ def resolve_source(paths: Sequence[str | Path], scratch: Callable[[], Path] | No
     for f in flat:
         if f.is_file() and f.stat().st_size == 0:
             raise BadInputError(f, "the file is empty", "record the trace again; the profiler wrote nothing")
+    _refuse_twice(flat)
     size = sum(_size(f) for f in flat)
     path = resolved[0] if len(resolved) == 1 else Path(os.path.commonpath(resolved))
     return Source(
@@ -336,16 +357,29 @@ def resolve_source(paths: Sequence[str | Path], scratch: Callable[[], Path] | No
     )
 
 
+def _refuse_twice(files: Sequence[Path]) -> None:
+    """One file named twice (twice the same path, a link and its target, a directory and a file in it) would be
+    two ranks of one run."""
+    seen: dict[tuple[int, int], Path] = {}
+    for path in files:
+        status = path.stat()
+        key = (status.st_dev, status.st_ino)
+        if key in seen:
+            raise BadInputError(path, f"the same file as {seen[key]}, given twice", "give each rank's file once")
+        seen[key] = path
+
+
 def displayable(text: str) -> str:
     """`text` as UTF-8 text, a byte of no encoding in a file name shown as an escape (`\\xff`)."""
     return os.fsencode(text).decode("utf-8", "backslashreplace")
 
 
 def checked_label(label: str) -> str:
-    """`label` (--label), refused in one line when it cannot be stored as text."""
+    """`label` (--label) in Unicode's composed form (NFC: `é` typed as e and an accent is the label `é`, not
+    another one that prints the same); refused in one line when it cannot be stored as text."""
     if not is_text(label):
         raise UsageError(None, f"the label {label!r} holds bytes of no encoding", "give a label in UTF-8")
-    return label
+    return unicodedata.normalize("NFC", label)
 
 
 def _resolved(given: str | Path) -> Path:
@@ -445,7 +479,7 @@ def default_label(source: Source, options: IngestOptions | None = None) -> str:
         name += "@steps=" + ",".join(str(s) for s in options.steps)
     if options is not None and options.time_window is not None:
         name += "@" + options.time_window.describe()
-    return name
+    return unicodedata.normalize("NFC", name)
 
 
 def labelled_run(con: duckdb.DuckDBPyConnection, label: str) -> tuple[int, str] | None:

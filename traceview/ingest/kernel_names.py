@@ -36,17 +36,17 @@ _LITERAL_SUFFIX = {
 _CAST_LITERAL = re.compile(r"\((" + "|".join(map(re.escape, _LITERAL_SUFFIX)) + r")\)(-?\d+)\b")
 _BOOL_LITERAL = re.compile(r"\(bool\)([01])\b")
 _EDG_LAMBDA = re.compile(r"\[lambda(\((?:[^()]|\([^()]*\))*\)) \(instance (\d+)\)\]")
-_SPACE_BEFORE_POINTER = re.compile(r"\s+(?=[*&])")
+_SPACE_BEFORE_POINTER = re.compile(r"(?<!\s)\s+(?=[*&])")  # from a run's first space only: linear
 _CONST_FIRST = re.compile(r"\bconst ([A-Za-z_][\w:]*)(?=[\s*&,>)])")
 _ANONYMOUS = "(anonymous namespace)"
 _ANONYMOUS_TOKEN = "anonymous_namespace"
 _NAMESPACE = re.compile(r"\b[A-Za-z_]\w*::(?=[A-Za-z_~])")
-# nsys writes the return type of a function that encloses a lambda inside a template argument
-# (`, bool CUDA_tensor_histogram<int>::{lambda(long)#2}`); Kineto does not.
+# A type word inside a template argument, before a name: a return type when a function name follows (see
+# _drop_return_types).
 _RETURN_TYPE_IN_ARGUMENT = re.compile(
-    r"(?<=[<,])(\s*)(?:void|bool|char|int|long|float|double|auto|unsigned int|unsigned long)\s+"
-    r"(?=[A-Za-z_][\w:]*(?:<[^()]*>)?(?:\(|::))"
+    r"(?<=[<,])(\s*)(?:void|bool|char|int|long|float|double|auto|unsigned int|unsigned long)\s+(?=[A-Za-z_])"
 )
+_QUALIFIED_NAME = re.compile(r"[A-Za-z_][\w:]*")
 _CALL_OPERATOR = re.compile(r"::operator\(\)(?=::)")
 
 
@@ -87,6 +87,7 @@ def _split_parameters(text: str) -> tuple[str, str]:
     The parameter list is the last top-level `( ... )`, after which only qualifiers (` const`) may follow.
     """
     depth, start = 0, -1
+    qualifiers = len(text.rstrip(" const&"))  # from here on, only qualifiers
     for i, char in enumerate(text):
         if char in "<([{":
             if depth == 0 and char == "(":
@@ -94,7 +95,7 @@ def _split_parameters(text: str) -> tuple[str, str]:
             depth += 1
         elif char in ">)]}":
             depth = max(depth - 1, 0)
-            if depth == 0 and char == ")" and start > 0 and not text[i + 1 :].strip(" const&"):
+            if depth == 0 and char == ")" and start > 0 and i + 1 >= qualifiers:
                 return text[:start].rstrip(), text[start : i + 1]
     return text, ""
 
@@ -115,37 +116,74 @@ def _after_last_top_level(text: str, separator: str) -> str:
 
 def _compact(text: str) -> str:
     """Inside template arguments: no namespaces, no return types, no parameter lists of enclosing functions."""
-    text = _RETURN_TYPE_IN_ARGUMENT.sub(r"\1", text)
+    text = _drop_return_types(text)
     text = _drop_enclosing_parameters(text)
     text = _CALL_OPERATOR.sub("", text)
     return _NAMESPACE.sub("", text)
 
 
+def _drop_return_types(text: str) -> str:
+    """nsys writes the return type of a function that encloses a lambda inside a template argument
+    (`, bool CUDA_tensor_histogram<int>::{lambda(long)#2}`); Kineto does not. A type word is dropped where a
+    function name follows it: `name(`, `a::name`, or `name<...>` then `(` or `::`, no parenthesis inside `<...>`.
+
+    Linear in the name's length: each name after a type word is read once, and where a `<...>` can end is found
+    in one pass over the text (_template_before_call), made only when such a name needs it."""
+    calls: set[int] | None = None
+
+    def drop(match: re.Match[str]) -> str:
+        nonlocal calls
+        start = match.end()
+        end = _QUALIFIED_NAME.match(text, start).end()  # type: ignore[union-attr]  # the pattern's lookahead
+        if text.startswith("(", end) or text.find("::", start + 1, end) >= 0:
+            return match.group(1)
+        if text.startswith("<", end):
+            calls = _template_before_call(text) if calls is None else calls
+            if end in calls:
+                return match.group(1)
+        return match.group(0)
+
+    return _RETURN_TYPE_IN_ARGUMENT.sub(drop, text)
+
+
+def _template_before_call(text: str) -> set[int]:
+    """Positions of the `<` after which, before any parenthesis, a `>` is followed by `(` or `::`."""
+    found: set[int] = set()
+    call_follows = False  # reading backwards: a `>(` or `>::` lies between here and the next parenthesis
+    for i in range(len(text) - 1, -1, -1):
+        if text[i] in "()":
+            call_follows = False
+        elif text[i] == ">" and text.startswith(("(", "::"), i + 1):
+            call_follows = True
+        elif text[i] == "<" and call_follows:
+            found.add(i)
+    return found
+
+
 def _drop_enclosing_parameters(text: str) -> str:
     """`f<int>(at::Tensor&, T2)::{lambda(float)#1}` -> `f<int>::{lambda(float)#1}` (a `(...)` followed by `::`)."""
+    closing = _closing_parentheses(text)
     out: list[str] = []
     i = 0
     while i < len(text):
-        if text[i] == "(" and i > 0 and (text[i - 1].isalnum() or text[i - 1] in "_>)"):
-            end = _closing(text, i)
-            rest = text[end + 1 :]
-            after = rest[len(" const") :] if rest.startswith(" const") else rest
-            if end > 0 and after.startswith("::"):
-                i = end + 1 + (len(rest) - len(after))
+        if text[i] == "(" and i > 0 and (text[i - 1].isalnum() or text[i - 1] in "_>)") and i in closing:
+            after = closing[i] + 1
+            after += len(" const") if text.startswith(" const", after) else 0
+            if text.startswith("::", after):
+                i = after
                 continue
         out.append(text[i])
         i += 1
     return "".join(out)
 
 
-def _closing(text: str, start: int) -> int:
-    """Index of the `)` closing the `(` at `start`, -1 when it never closes."""
-    depth = 0
-    for i in range(start, len(text)):
-        if text[i] == "(":
-            depth += 1
-        elif text[i] == ")":
-            depth -= 1
-            if depth == 0:
-                return i
-    return -1
+def _closing_parentheses(text: str) -> dict[int, int]:
+    """Index of each `(` -> index of the `)` that closes it (one that never closes is absent), in one pass."""
+    opened: list[int] = []
+    closing: dict[int, int] = {}
+    for i, char in enumerate(text):
+        if char == "(":
+            opened.append(i)
+        elif char == ")" and opened:
+            closing[opened.pop()] = i
+    return closing

@@ -114,6 +114,7 @@ def open_export(con: duckdb.DuckDBPyConnection, path: Path, tmp: Path, options: 
 def _parquet_export(con: duckdb.DuckDBPyConnection, path: Path) -> Iterator[Export]:
     """A `nsys export --type parquetdir` directory: one temporary view per TABLE.parquet, dropped afterwards."""
     files = {f.stem: f for f in sorted(path.glob("*.parquet")) if re.fullmatch(r"\w+", f.stem)}
+    _refuse_traceview_names(con, files)
     columns = {}
     try:
         try:
@@ -128,6 +129,20 @@ def _parquet_export(con: duckdb.DuckDBPyConnection, path: Path) -> Iterator[Expo
         for table in files:
             with suppress(duckdb.Error):
                 con.execute(f"DROP VIEW IF EXISTS {table}")
+
+
+def _refuse_traceview_names(con: duckdb.DuckDBPyConnection, files: dict[str, Path]) -> None:
+    """A file named like a table or view of the connection (the schema's, DuckDB's own), or like ingest's staging
+    tables (`_` first), would become a TEMP view in its place (DuckDB's names know no case): refused."""
+    taken = con.execute(
+        "SELECT lower(table_name) FROM duckdb_tables() UNION SELECT lower(view_name) FROM duckdb_views()"
+    )
+    names = {row[0] for row in taken.fetchall()}
+    for table, file in files.items():
+        if table.startswith("_") or table.lower() in names:
+            raise BadInputError(
+                file, f"named like {table}, a table traceview or DuckDB keeps, not one nsys exports", "remove it"
+            )
 
 
 def _checked(export: Export) -> Export:

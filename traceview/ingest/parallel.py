@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 import duckdb
 
 from .. import errors
-from ..db import create_schema, duckdb_connect, first_row
+from ..db import checkpoint, create_schema, duckdb_connect, first_row, ingest_access
 from ..errors import BadInputError, TraceviewError
 from ..scratch import scratch_directory
 from . import IngestOptions, RetryCarefully, Source
@@ -92,9 +92,8 @@ def _load_part(path: str, trace_file: str, order: int, files: int, options: Inge
     from . import kineto
 
     while True:
-        con = duckdb_connect(path)
+        con = duckdb_connect(path, access=ingest_access([Path(trace_file)], threads=threads))
         try:
-            con.execute(f"SET threads = {int(threads)}")
             create_schema(con)
             con.execute(
                 """INSERT INTO runs (run_id, label, backend, source_path, source_sha256, source_bytes,
@@ -103,7 +102,7 @@ def _load_part(path: str, trace_file: str, order: int, files: int, options: Inge
                 [PART_RUN, trace_file],
             )
             result = kineto.load_file(con, Path(trace_file), order, files, PART_RUN, options)
-            con.execute("CHECKPOINT")
+            checkpoint(con)
             return result
         except RetryCarefully as retry:
             options = dataclasses.replace(options, careful=options.careful | {retry.path})

@@ -29,13 +29,17 @@ from ..db import execute_with, has_rows
 from ..ingest import nesting
 
 # `model.layers.7`, `layers.7`, `transformer.h.7`, `blocks.7`, `encoder.layer.7`, also inside vLLM's NVTX dict
-# strings ({'Module': 'model.layers.7.self_attn', ...}); `TransformerBlock_7`, `layer_7`, `DecoderLayer 7`.
+# strings ({'Module': 'model.layers.7.self_attn', ...}); `TransformerBlock_7`, `layer_7`, `DecoderLayer 7`. An index
+# has at most 9 digits (layers.layer is an INTEGER): a longer number names no layer.
 DEFAULT_LAYER_PATTERN = (
-    r"(?:^|[.\s'\"/:(\[])(?:layers?|h|blocks?|transformer_blocks|decoder_layers)[._](\d+)(?=$|[.\s'\",/)\]:])"
-    r"|(?:^|[\s'\"/:])(?:TransformerBlock|DecoderLayer|EncoderLayer|layer|block)[_ ](\d+)(?=$|[\s'\",/)])"
+    r"(?:^|[.\s'\"/:(\[])(?:layers?|h|blocks?|transformer_blocks|decoder_layers)[._](\d{1,9})(?=$|[.\s'\",/)\]:])"
+    r"|(?:^|[\s'\"/:])(?:TransformerBlock|DecoderLayer|EncoderLayer|layer|block)[_ ](\d{1,9})(?=$|[\s'\",/)])"
 )
 # `nn.Module: Qwen3DecoderLayer_7`: a module scope whose class is a layer (the number counts instances).
-MODULE_SCOPE = re.compile(r"^nn\.Module: (\w+?)_(\d+)$")
+MODULE_SCOPE = re.compile(r"^nn\.Module: (\w+?)_(\d{1,9})$")
+MAX_INDEX_DIGITS = 9
+# The dotted name a layer index ends, read backwards from the index: `model.layers.` of `... model.layers.7`.
+_TOKEN_BEFORE = re.compile(r"[\w.]*")
 LAYER_CLASS = re.compile(r"(Layer|Block)$")
 NOT_LAYER_CLASS = re.compile(
     r"(?i)(moe|expert|experts|mlp|ffn|attention|attn|norm|embed|embedding|linear|conv)(block|layer)$"
@@ -73,9 +77,8 @@ def parse_layer_name(name: str, pattern: re.Pattern[str] | None = None) -> Layer
     group = 1 if match.group(1) is not None else 2
     index = int(match.group(group))
     head = name[: match.start(group)]
-    token = re.search(r"[\w.]*$", head)
-    label = (token.group(0) if token else "") + str(index)
-    return LayerName(index, head[-60:], label or name)
+    token = _TOKEN_BEFORE.match(head[::-1]).group(0)[::-1]  # type: ignore[union-attr]  # `*` matches ''
+    return LayerName(index, head[-60:], token + str(index))
 
 
 _DEFAULT = re.compile(DEFAULT_LAYER_PATTERN)
@@ -87,6 +90,8 @@ def _parse_custom(name: str, pattern: re.Pattern[str]) -> LayerName | None:
         return None
     groups = [g for g in match.groups() if g is not None]
     digits = next((g for g in groups if g.isdigit()), None)
+    if digits is not None and len(digits) > MAX_INDEX_DIGITS:
+        return None
     if digits is None:
         return LayerName(-1, "", match.group(0))
     return LayerName(int(digits), name[: match.start()] + pattern.pattern, match.group(0))

@@ -19,6 +19,7 @@ import re
 from ..ingest.kernel_names import short_kernel_name
 
 IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+LENGTH = re.compile(r"\d{1,9}")  # of a mangled identifier: a longer number is no length a name can have
 
 
 def kernel_family(name: str) -> str:
@@ -40,11 +41,9 @@ def _mangled_function(name: str) -> str:
     """The last length-prefixed identifier of `_Z[N]<len><id>...` before its template or parameter list."""
     pos = 3 if name.startswith("_ZN") else 2
     last = name
-    while pos < len(name) and name[pos].isdigit():
-        digits = re.match(r"\d+", name[pos:])
-        assert digits is not None
+    while digits := LENGTH.match(name, pos):  # read in place: a slice per identifier made this quadratic
         length = int(digits.group(0))
-        pos += len(digits.group(0))
+        pos = digits.end()
         last = name[pos : pos + length]
         pos += length
     return last

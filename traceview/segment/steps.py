@@ -47,8 +47,9 @@ DEFAULT_STEP_PATTERN = (
     r"(?i)^(?:[\w ]*[_:/ #.-])?(?:step|iter|iteration)s?[_:#/ .-]*\d+$"
     r"|^(?:decode|prefill|train|training|forward|fwd|generate|generation)[_:#/ .-]*\d+$"
 )
-VLLM_STEP = re.compile(r"^execute_(?:\d+_)?context_(\d+)\([\w.]*\)_generation_(\d+)\([\w.]*\)$")
-STEP_NUMBER = re.compile(r"(\d+)\D*$")  # a step-like name's own number: the last one in it
+VLLM_STEP = re.compile(r"^execute_(?:\d+_)?context_(\d{1,9})\([\w.]*\)_generation_(\d{1,9})\([\w.]*\)$")
+# A step-like name's own number: the last one in it, of 10 digits at most (steps.step is an INTEGER).
+STEP_NUMBER = re.compile(r"(?<!\d)(\d{1,10})\D*$")
 WARMUP = re.compile(r"(?i)warm[-_ ]?up")
 PREFILL = re.compile(r"(?i)prefill|context|extend|prompt")
 DECODE = re.compile(r"(?i)decode|generat")
