@@ -151,7 +151,7 @@ def record_variant(variant: zoo.Variant, mode: str, args: argparse.Namespace) ->
         rec = Recorder(args.profiler, args.out / ("torch" if which == "bare" else "twins"), cpu=which == "twin")
         twin = Annotations(model, layers) if which == "twin" else None
         try:
-            info[f"tokens_{which}"] = run(model, rec if which == "bare" else rec, twin, args, f"{name}_{which}")
+            info[f"tokens_{which}"] = run(model, rec, twin, args, f"{name}_{which}")
         finally:
             if twin:
                 twin.remove()
@@ -257,7 +257,7 @@ def _graph(model, rec, twin, args: argparse.Namespace, name: str | None = None) 
             with torch.cuda.graph(graph):
                 step()
             with _recording(rec, name):
-                for index in range(args.steps):
+                for _ in range(args.steps):
                     graph.replay()
         else:
             with rec.record(name):
@@ -294,7 +294,8 @@ def label_nsys(out: Path, name: str) -> None:
     kernels = truth.transfer(truth.nsys_kernels(bare), truth.nsys_kernels(twin))
     (out / "labels" / f"{name}.nsys.json").write_text(json.dumps({"trace": bare.name + ".xz", **runs(kernels)}) + "\n")
     steps = truth.per_step(kernels)
-    _summary(out, {"slug": name, "profiler": "nsys", "steps": len(steps), "layers": sorted({len(s["layers"]) for s in steps})})
+    layers = sorted({len(s["layers"]) for s in steps})
+    _summary(out, {"slug": name, "profiler": "nsys", "steps": len(steps), "layers": layers})
 
 
 def runs(kernels: list) -> dict:

@@ -215,7 +215,9 @@ HYBRIDS: dict[str, list[tuple[str, dict, int]]] = {
         ("mamba_mlp_attn", {"layers_block_type": ["mamba", "mlp", "mamba", "mlp", "attention", "mlp"]}, 6),
         ("mamba_moe_attn", {"layers_block_type": ["mamba", "moe", "mamba", "moe", "attention", "moe"]}, 6),
     ],
-    "qwen2": [("sliding_full", {"use_sliding_window": True, "layer_types": ["sliding_attention", "full_attention"]}, 2)],
+    "qwen2": [
+        ("sliding_full", {"use_sliding_window": True, "layer_types": ["sliding_attention", "full_attention"]}, 2)
+    ],
 }
 
 
@@ -241,8 +243,11 @@ def _expand(overrides: dict, layers: int) -> dict:
 def variants(arch: str) -> list[Variant]:
     """The configs recorded for one architecture: its own pattern, then the heterogeneous options it has."""
     prefix, period = natural_unit(arch)
-    keys = set(probe(arch, num_hidden_layers=24).to_dict())
-    out = [Variant(arch, "default", {"num_hidden_layers": depth(prefix, period)}, f"own pattern, unit {prefix}+{period}")]
+    own = probe(arch, num_hidden_layers=24)
+    keys = set(own.to_dict())
+    has_dense = "mlp_layer_types" in keys and "dense" in str(own.mlp_layer_types) + _dense_option(arch)
+    note = f"own pattern, unit {prefix}+{period}"
+    out = [Variant(arch, "default", {"num_hidden_layers": depth(prefix, period)}, note)]
 
     def add(name: str, overrides: dict, unit: int, lead: int = 0, own: bool = False) -> None:
         """`own`: the overrides replace the pattern the natural unit came from."""
@@ -252,14 +257,14 @@ def variants(arch: str) -> list[Variant]:
     if "first_k_dense_replace" in keys:
         for k in (1, 3):
             add(f"dense{k}", {"first_k_dense_replace": k, **_mlp_types(keys, k)}, 1, k)
-    elif "mlp_layer_types" in keys and "dense" in str(probe(arch, num_hidden_layers=24).mlp_layer_types) + _dense_option(arch):
+    elif has_dense:
         for k in (1, 3):
             add(f"dense{k}", _mlp_types(keys, k), 1, k)
     for key in ("num_dense_layers", "moe_layer_start_index"):
         if key in keys:
             for k in (1, 3):
                 add(f"dense{k}", {key: k}, 1, k)
-    if "mlp_layer_types" in keys and "dense" in str(probe(arch, num_hidden_layers=24).mlp_layer_types) + _dense_option(arch):
+    if has_dense:
         add("moe_every_2", {"mlp_layer_types": ["dense", "sparse"], **_no_dense_first(keys)}, 2)
     for key, value in (("decoder_sparse_step", 2), ("interleave_moe_layer_step", 2), ("moe_layer_interval", 2)):
         if key in keys:
@@ -326,11 +331,10 @@ def layer_kinds(model) -> list[str]:
 
 
 def main() -> None:
+    import resource
     import time
 
     import torch
-
-    import resource
 
     resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))  # a default size left huge fails, not the machine
     only = sys.argv[1:] or None
