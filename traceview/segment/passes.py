@@ -117,9 +117,17 @@ def _inner_layers(
     key = codes[lo:hi].tobytes()
     if key not in cache:
         fit = period.find_layers(codes[lo:hi], kinds=False)
-        good = fit is not None and fit.coverage >= INNER_COVERAGE
+        good = fit is not None and fit.coverage >= INNER_COVERAGE and not _all_layers(codes[lo:hi])
         cache[key] = [(s.start, s.end) for s in fit.layers] if good else []
     return [(lo + a, lo + b) for a, b in cache[key]]
+
+
+def _all_layers(unit: np.ndarray) -> bool:
+    """Whether a unit is layers from end to end (layers of several kinds: three linear-attention layers and a full
+    one) rather than a forward pass, whose prologue and epilogue are not layers: its layers, with those of other
+    kinds found from boundary to boundary, leave no kernel out."""
+    fit = period.find_layers(unit)
+    return fit is not None and sum(s.end - s.start for s in fit.layers) == len(unit)
 
 
 def _group(runs: list[tuple[int, int]]) -> list[list[tuple[int, int]]]:
