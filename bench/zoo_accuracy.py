@@ -130,14 +130,14 @@ def print_zoo(rows: list[ZooRow]) -> None:
 
 def summary(rows: list[ZooRow]) -> str:
     """Share exact per mode, and what the warnings flag."""
-    archs = {r.name.rsplit("_", 2)[0] for r in rows}
+    variants = {r.name.rsplit("_", 1)[0] for r in rows}  # the name without its mode
     modes = Counter(r.mode for r in rows)
     exact = Counter(r.mode for r in rows if r.exact)
     per_mode = ", ".join(f"{m} {exact[m]}/{n}" for m, n in sorted(modes.items()))
     misses = [r for r in rows if not r.exact]
     good = [r for r in rows if r.exact]
     return (
-        f"{sum(exact.values())} of {len(rows)} runs exact kernel by kernel ({len(archs)} architecture variants; "
+        f"{sum(exact.values())} of {len(rows)} runs exact kernel by kernel ({len(variants)} architecture variants; "
         f"{per_mode}). Warnings flag {sum(bool(r.warnings) for r in misses)} of {len(misses)} misses and "
         f"{sum(bool(r.warnings) for r in good)} of {len(good)} exact runs."
     )

@@ -78,11 +78,13 @@ def dispatch(args: argparse.Namespace) -> None:
         archs = [a for a in archs if any(s.startswith(a + "_") for s in args.variants.split(","))]
     queue, running = list(archs), {}
     while queue or running:
-        while queue and len(running) < args.jobs and time.time() < end - 20:
+        if time.time() > end - 20:  # no new worker this close to the deadline
+            queue.clear()
+        while queue and len(running) < args.jobs:
             arch = queue.pop(0)
             cmd = [sys.executable, __file__, "--worker", arch, *_passed(args)]
-            log = (args.out / f"worker.{arch}.log").open("w")
-            running[arch] = (subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), time.time())
+            with (args.out / f"worker.{arch}.log").open("w") as log:  # the child keeps its own descriptor
+                running[arch] = (subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT), time.time())
         for arch, (proc, began) in list(running.items()):
             late = time.time() - began > args.timeout or time.time() > end
             if proc.poll() is None and late:
@@ -91,8 +93,6 @@ def dispatch(args: argparse.Namespace) -> None:
                 _summary(args.out, {"arch": arch, "status": "killed: out of time"})
             if proc.poll() is not None:
                 del running[arch]
-        if not queue and time.time() > end:
-            queue.clear()
         time.sleep(0.5)
 
 

@@ -126,7 +126,7 @@ def toward_count(codes: np.ndarray, fit: PeriodFit, expected: int) -> PeriodFit:
     elif count < expected:
         spans = sorted(with_edge_layers(codes, fit, accept=HINTED_EDGE).layers, key=lambda s: s.start)
     else:
-        spans = _most_alike_run(codes, spans, expected)
+        spans = _most_alike_run(spans, expected)
     if len(spans) % expected:
         return fit
     covered = sum(s.end - s.start for s in spans)
@@ -137,7 +137,8 @@ def toward_count(codes: np.ndarray, fit: PeriodFit, expected: int) -> PeriodFit:
 
 def _split_each(codes: np.ndarray, spans: list[LayerSpan], k: int) -> list[LayerSpan]:
     """Each span cut into k layers at its boundaries (every g-th of the marks inside it, g = marks + 1 over k)."""
-    context = _boundary_context(codes, spans) or _own_context(codes, spans[0])
+    first = codes[spans[0].start : spans[0].end]
+    context = _boundary_context(codes, spans) or (_unit_context(first) if len(first) >= 3 else None)
     if context is None:
         return spans
     marks = _marks(codes, context)
@@ -152,14 +153,12 @@ def _split_each(codes: np.ndarray, spans: list[LayerSpan], k: int) -> list[Layer
     return out
 
 
-def _own_context(codes: np.ndarray, span: LayerSpan) -> tuple[int, int, int] | None:
-    """The boundary context of a unit: its last kernel, then its first two."""
-    if span.end - span.start < 3:
-        return None
-    return int(codes[span.end - 1]), int(codes[span.start]), int(codes[span.start + 1])
+def _unit_context(unit: np.ndarray) -> tuple[int, int, int]:
+    """The boundary context of a unit that starts where a layer starts: its last kernel, then its first two."""
+    return int(unit[-1]), int(unit[0]), int(unit[1])
 
 
-def _most_alike_run(codes: np.ndarray, spans: list[LayerSpan], expected: int) -> list[LayerSpan]:
+def _most_alike_run(spans: list[LayerSpan], expected: int) -> list[LayerSpan]:
     """Of more layers than expected, the `expected` consecutive ones most like the unit (highest confidence):
     what was taken for a layer at an end is left out."""
     if len(spans) < expected:
@@ -191,7 +190,8 @@ def choose(fits: list[PeriodFit]) -> PeriodFit | None:
 
 def split_alternating(codes: np.ndarray, fit: PeriodFit, kinds: bool = True) -> PeriodFit:
     """A unit of k layers of alternating kinds (local and global attention, k = 2..4) split into its layers; with
-    `kinds`, first a unit of repeats of one layer and one layer of another size (`_repeated_opening_cuts`).
+    `kinds`, first where its boundary context comes back (`boundary_cuts`: layers of any kinds), then a unit of
+    repeats of one layer and one layer of another size (`_repeated_opening_cuts`).
 
     The unit splits where its opening kernels (the input norm: three or two) come back at about j/k of its
     length and the parts
@@ -255,8 +255,7 @@ def boundary_cuts(unit: np.ndarray) -> list[int] | None:
     length = len(unit)
     if length < 4:
         return None
-    context = (unit[:-1] == unit[-1]) & (unit[1:] == unit[0]) & (np.roll(unit, -2)[:-1] == unit[1])
-    marks = [int(j) + 1 for j in np.flatnonzero(context)]
+    marks = [int(j) for j in _marks(unit, _unit_context(unit))]
     if not marks:
         return None
     bounds = [0, *marks, length]
@@ -389,7 +388,7 @@ def _layers_between(
 
 def _next_layer(marks: np.ndarray, start: int, step: int) -> int | None:
     """End of a layer that starts at `start` (a boundary): `step` marks on."""
-    later = marks[marks > start]
+    later = marks[np.searchsorted(marks, start, side="right") :]
     return int(later[step - 1]) if len(later) >= step else None
 
 
@@ -399,7 +398,7 @@ def _previous_layer(
     """Where a layer that ends at `end` may start, most likely first: `step` boundaries back, or - the first layer
     of a forward pass has no residual add before it - where the layer's opening (the context's two kernels) last
     occurs before its last boundary."""
-    earlier = marks[marks < end]
+    earlier = marks[: np.searchsorted(marks, end)]
     if len(earlier) < step - 1:
         return []
     before = int(earlier[-(step - 1)]) if step > 1 else end
