@@ -425,8 +425,7 @@ def _structure_doubts(con: duckdb.DuckDBPyConnection) -> list[str]:
             SELECT k.rank, k.step, k.start_ns < b.lo AS before, count(*) AS n,
                    avg((k.code IN (SELECT code FROM known))::INTEGER) AS known_share
             FROM _seg_k k JOIN bounds b USING (rank, step)
-            WHERE k.kind = 'kernel' AND (k.start_ns < b.lo OR k.start_ns > b.hi)
-              AND k.activity_id NOT IN (SELECT activity_id FROM _seg_layer_of)
+            WHERE k.kind = 'kernel' AND (k.start_ns < b.lo OR k.start_ns > b.hi)  -- outside the layers' span
             GROUP BY ALL
         )
         SELECT count(*) FROM outside, typical WHERE outside.n >= 0.5 * typical.n AND known_share >= $share
