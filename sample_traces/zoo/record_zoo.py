@@ -37,12 +37,9 @@ HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent / "corpus")]
 
 import zoo  # noqa: E402
+from record import BATCH, CACHE, PREFILL_PROMPT, PROMPT  # noqa: E402 - sample_traces/corpus/record.py: same inputs
 
 MODES = ("decode", "prefill", "graph", "compiled")
-BATCH = 4
-PROMPT = 16
-PREFILL_PROMPT = 64
-CACHE = 64
 
 
 def main() -> None:
