@@ -2,6 +2,7 @@
 
     python bench/accuracy.py [--only SUBSTRING] [--format table|markdown|json]
     python bench/accuracy.py --zoo [DIR] [--hint]      (the zoo, kernel by kernel: bench/zoo_accuracy.py)
+    python bench/accuracy.py --spec [DIR]              (speculative decoding: bench/spec_accuracy.py)
 
 Traces: `sample_traces/` (our decoder, and the corpus of transformers models in `sample_traces/corpus/`),
 `tests/data/` and `../shared/external/`. The truth never comes from traceview (sample_traces/corpus/truth.py,
@@ -33,6 +34,7 @@ CORPUS = ROOT / "sample_traces" / "corpus"
 EXTERNAL = ROOT.parent / "shared" / "external"
 sys.path.insert(0, str(CORPUS))
 
+import spec_accuracy  # noqa: E402 - bench/spec_accuracy.py
 import truth  # noqa: E402 - sample_traces/corpus/truth.py
 import zoo_accuracy  # noqa: E402 - bench/zoo_accuracy.py
 
@@ -249,7 +251,15 @@ def main() -> None:
     parser.add_argument("--format", choices=("table", "markdown", "json"), default="markdown")
     parser.add_argument("--zoo", nargs="?", const=ROOT / "sample_traces" / "zoo", type=Path, help="the zoo instead")
     parser.add_argument("--hint", action="store_true", help="zoo: give the true layer count, as --layers N")
+    parser.add_argument("--spec", nargs="?", const=ROOT / "sample_traces" / "spec", type=Path, help="speculative runs")
     args = parser.parse_args()
+    if args.spec:
+        spec_rows = spec_accuracy.run_spec(args.spec, args.only)
+        if args.format == "json":
+            print(json.dumps([r.__dict__ for r in spec_rows], indent=1))
+        else:
+            spec_accuracy.print_spec(spec_rows)
+        return
     if args.zoo:
         zoo_rows = zoo_accuracy.run_zoo(args.zoo, args.only, args.hint)
         if args.format == "json":

@@ -38,6 +38,7 @@ class ZooRow:
     layers_found: str
     method: str
     warnings: tuple[str, ...]
+    drafter: bool = False  # a speculative drafter was found (none of the zoo has one)
 
 
 def zoo_cases(root: Path) -> list[tuple[Path, Path]]:
@@ -59,10 +60,11 @@ def check_zoo(labels: Path, trace: Path, hint: bool) -> ZooRow:
     true, digest = truth.zoo_labels(labels)
     layers = _true_layers(true)
     with tempfile.TemporaryDirectory() as tmp:
-        source = _plain(trace, Path(tmp))
+        source = plain(trace, Path(tmp))
         database = Path(tmp) / "run.db"
         summary = api.ingest([source], database, segment_options=SegmentOptions(layers=max(layers) if hint else None))
         found, names, methods = _found(database)
+        drafter = _has_drafter(database)
     wrong = truth.wrong_kernels(found, true)
     if hashlib.sha256("\n".join(names).encode()).hexdigest() != digest:
         wrong = max(wrong, 1)  # not the kernels the labels are for
@@ -78,10 +80,11 @@ def check_zoo(labels: Path, trace: Path, hint: bool) -> ZooRow:
         layers_found=_spread(_true_layers(found)),
         method=", ".join(methods) or "-",
         warnings=tuple(summary.warnings),
+        drafter=drafter,
     )
 
 
-def _plain(trace: Path, workdir: Path) -> Path:
+def plain(trace: Path, workdir: Path) -> Path:
     if trace.suffix != ".xz":
         return trace
     out = workdir / trace.stem
@@ -96,6 +99,11 @@ def _found(database: Path) -> tuple[list[tuple[int | None, int | None]], list[st
         ).fetchall()
         methods = [m for (m,) in con.execute("SELECT DISTINCT method FROM layers ORDER BY 1").fetchall()]
     return [(s, layer) for s, layer, _ in rows], [n for _, _, n in rows], methods
+
+
+def _has_drafter(database: Path) -> bool:
+    with api.connect(database) as con:
+        return bool(con.execute("SELECT count(*) FROM steps WHERE draft_passes > 0").fetchall()[0][0])
 
 
 def _true_layers(labels: list[tuple[int | None, int | None]]) -> list[int]:
@@ -139,5 +147,6 @@ def summary(rows: list[ZooRow]) -> str:
     return (
         f"{sum(exact.values())} of {len(rows)} runs exact kernel by kernel ({len(variants)} architecture variants; "
         f"{per_mode}). Warnings flag {sum(bool(r.warnings) for r in misses)} of {len(misses)} misses and "
-        f"{sum(bool(r.warnings) for r in good)} of {len(good)} exact runs."
+        f"{sum(bool(r.warnings) for r in good)} of {len(good)} exact runs. A speculative drafter was found in "
+        f"{sum(r.drafter for r in rows)} runs."
     )

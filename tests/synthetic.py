@@ -117,7 +117,8 @@ def segment(
     warmup = list(warmup_steps)
     con.execute(
         "INSERT INTO steps SELECT run_id, rank, step, 'ProfilerStep#' || step, min(start_ns), max(end_ns), ?,"
-        " list_contains(?::INTEGER[], step), ? FROM gpu_activity WHERE run_id = ? AND step IS NOT NULL GROUP BY ALL",
+        " list_contains(?::INTEGER[], step), ?, NULL FROM gpu_activity WHERE run_id = ? AND step IS NOT NULL"
+        " GROUP BY ALL",
         [phase, warmup, method, run_id],
     )
     con.execute(

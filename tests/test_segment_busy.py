@@ -20,6 +20,7 @@ SCOPE_KERNELS = {
     "rank": ("run_id, rank", "TRUE"),
     "step": ("run_id, rank, step", "step IS NOT NULL"),
     "layer": ("run_id, rank, step, layer", "step IS NOT NULL AND layer IS NOT NULL"),
+    "draft": ("run_id, rank, step", "step IS NOT NULL AND role = 'draft'"),
 }
 HUGE = 2**60  # instance spans that add up to 2**62 ns or more take the instance-by-instance path
 

@@ -384,6 +384,8 @@ STEP_COLUMNS = (
     "span_us",
     "layers_span_us",
 )
+# A speculative drafter's share of each step (steps.draft_passes, step_metrics): shown when the run has one.
+DRAFT_COLUMNS = ("draft_passes", "draft_kernels", "draft_busy_us")
 
 
 @app.command()
@@ -420,7 +422,9 @@ def layers(
             title = "per layer (medians across steady steps and ranks; rank_spread: where ranks differ most)"
             rows = [{**row, "rank_spread": widest.get(row["layer"], "")} for row in rows]
         parts.append(render(rows, fmt, title=title, columns=columns))
-    parts.append(render(result.per_step, fmt, title="per step", columns=STEP_COLUMNS))
+    drafted = any(row.get("draft_passes") is not None for row in result.per_step)
+    step_columns = STEP_COLUMNS + DRAFT_COLUMNS if drafted else STEP_COLUMNS
+    parts.append(render(result.per_step, fmt, title="per step", columns=step_columns))
     emit("\n\n".join(parts))
 
 

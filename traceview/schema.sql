@@ -92,7 +92,9 @@ CREATE TABLE IF NOT EXISTS gpu_activity (
     block INTEGER[],
     bytes BIGINT,
     step INTEGER,
-    layer INTEGER
+    layer INTEGER,
+    role VARCHAR,
+    draft_pass INTEGER
 );
 COMMENT ON TABLE gpu_activity IS 'Work executed on a GPU: kernels, memory copies and memory sets, one row each.';
 COMMENT ON COLUMN gpu_activity.run_id IS 'Run (runs.run_id).';
@@ -105,7 +107,7 @@ COMMENT ON COLUMN gpu_activity.start_ns IS 'Start on the GPU, ns.';
 COMMENT ON COLUMN gpu_activity.end_ns IS 'End on the GPU, ns (end_ns >= start_ns).';
 COMMENT ON COLUMN gpu_activity.name IS 'Full (demangled) name, e.g. void at::native::vectorized_elementwise_kernel<...>.';
 COMMENT ON COLUMN gpu_activity.short_name IS 'The kernel''s identity across backends: its own name with the template arguments that select it, no namespaces, return type or parameters (these kept for overloads that are not templates), e.g. vectorized_elementwise_kernel<4, FillFunctor<float>, array<char*, 1ul>>; the same for Kineto and nsys (ingest/kernel_names.py). For copies and sets: the kind, e.g. HtoD.';
-COMMENT ON COLUMN gpu_activity.category IS 'compute, comm, memcpy or memset (comm from queries/kernel_classes.csv and collective args).';
+COMMENT ON COLUMN gpu_activity.category IS 'compute, comm, fused_comm (a collective fused with computation in one kernel: all-reduce with residual add and RMSNorm, GEMM with reduce-scatter), memcpy or memset (from queries/kernel_classes.csv; comm also from collective args).';
 COMMENT ON COLUMN gpu_activity.comm_op IS 'For comm: all_reduce, all_gather, reduce_scatter, all_to_all, send_recv, broadcast, ... else NULL.';
 COMMENT ON COLUMN gpu_activity.pid IS 'Host process that launched it, when known.';
 COMMENT ON COLUMN gpu_activity.correlation_id IS 'Profiler correlation id shared with the launching API call (unique within a process).';
@@ -117,6 +119,8 @@ COMMENT ON COLUMN gpu_activity.block IS 'Kernel block size [x, y, z].';
 COMMENT ON COLUMN gpu_activity.bytes IS 'Bytes moved or set, for memcpy and memset.';
 COMMENT ON COLUMN gpu_activity.step IS 'Step (steps.step) the work belongs to; NULL before segmentation or outside every step.';
 COMMENT ON COLUMN gpu_activity.layer IS 'Transformer layer index (layers.layer); NULL outside layers (prologue, epilogue) or before segmentation.';
+COMMENT ON COLUMN gpu_activity.role IS 'In a step of speculative decoding: draft (a kernel of the drafter''s forward passes, in no layer) or target (the other kernels of the step: the verify pass, its layers and the host''s glue); NULL in a run without a drafter.';
+COMMENT ON COLUMN gpu_activity.draft_pass IS 'For role draft: the drafter''s forward pass within the step, from 0 (one proposed token each); else NULL.';
 
 CREATE TABLE IF NOT EXISTS launches (
     run_id INTEGER NOT NULL,
@@ -238,6 +242,7 @@ CREATE TABLE IF NOT EXISTS steps (
     phase VARCHAR NOT NULL,
     warmup BOOLEAN NOT NULL,
     method VARCHAR NOT NULL,
+    draft_passes INTEGER,
     PRIMARY KEY (run_id, rank, step)
 );
 COMMENT ON TABLE steps IS 'Steps (one model iteration, e.g. one decode token) found by segmentation, per rank.';
@@ -250,6 +255,7 @@ COMMENT ON COLUMN steps.end_ns IS 'End of the step on the GPU (last kernel end),
 COMMENT ON COLUMN steps.phase IS 'decode, prefill or unknown, when the annotation says so.';
 COMMENT ON COLUMN steps.warmup IS 'True for warm-up steps, which comparisons skip.';
 COMMENT ON COLUMN steps.method IS 'How the step was found: annotation (ProfilerStep#N), engine (a serving engine''s step range: vLLM, SGLang, TensorRT-LLM), pattern (--step-pattern or a step-like name), passes (no step annotation: one forward pass, a run of layers, per step) or whole (the whole trace as one step).';
+COMMENT ON COLUMN steps.draft_passes IS 'Speculative decoding: the drafter''s forward passes in the step (the tokens it proposed for this verify), NULL when the run shows no drafter. Its kernels have gpu_activity.role = draft; its layers are not the step''s layers.';
 
 CREATE TABLE IF NOT EXISTS layers (
     run_id INTEGER NOT NULL,
@@ -307,13 +313,14 @@ CREATE TABLE IF NOT EXISTS kernel_busy (
     busy_ns BIGINT NOT NULL,
     comm_ns BIGINT NOT NULL,
     compute_ns BIGINT NOT NULL,
-    overlap_ns BIGINT NOT NULL
+    overlap_ns BIGINT NOT NULL,
+    fused_comm_ns BIGINT NOT NULL
 );
 COMMENT ON TABLE kernel_busy IS 'GPU time of the kernels (kind = kernel) of each rank (every kernel), step and layer instance: what comm_breakdown gives for them. Written by segmentation; read by layer_metrics, step_metrics, step_idle and comm_overlap.';
 COMMENT ON COLUMN kernel_busy.run_id IS 'Run (runs.run_id).';
 COMMENT ON COLUMN kernel_busy.rank IS 'Rank (ranks.rank).';
-COMMENT ON COLUMN kernel_busy.scope IS 'rank (every kernel of the rank, segmented or not), step (the kernels of one step) or layer (the kernels of one layer instance).';
-COMMENT ON COLUMN kernel_busy.step IS 'Step (steps.step) for scopes step and layer, else NULL.';
+COMMENT ON COLUMN kernel_busy.scope IS 'rank (every kernel of the rank, segmented or not), step (the kernels of one step), layer (the kernels of one layer instance) or draft (the drafter''s kernels of one step of speculative decoding).';
+COMMENT ON COLUMN kernel_busy.step IS 'Step (steps.step) for scopes step, layer and draft, else NULL.';
 COMMENT ON COLUMN kernel_busy.layer IS 'Layer index (layers.layer) for scope layer, else NULL.';
 COMMENT ON COLUMN kernel_busy.kernels IS 'Number of kernels in the scope instance.';
 COMMENT ON COLUMN kernel_busy.first_start_ns IS 'Start of its earliest kernel, ns.';
@@ -322,6 +329,7 @@ COMMENT ON COLUMN kernel_busy.busy_ns IS 'Length of the union of its kernel inte
 COMMENT ON COLUMN kernel_busy.comm_ns IS 'Length of the union of its comm kernels, ns.';
 COMMENT ON COLUMN kernel_busy.compute_ns IS 'Length of the union of its compute kernels, ns.';
 COMMENT ON COLUMN kernel_busy.overlap_ns IS 'Length of (comm union ∩ compute union): communication hidden behind computation, ns.';
+COMMENT ON COLUMN kernel_busy.fused_comm_ns IS 'Length of the union of its fused_comm kernels (a collective fused with computation in one kernel), ns: neither comm nor compute, so in neither overlap_ns nor exposed communication.';
 
 CREATE TABLE IF NOT EXISTS kernel_gaps (
     run_id INTEGER NOT NULL,

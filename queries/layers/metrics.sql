@@ -14,6 +14,7 @@
 -- @column overlap_us us: length of (comm union ∩ compute union)
 -- @column exposed_comm_us us: comm_us - overlap_us: communication not hidden behind computation
 -- @column overlap_pct pct: 100 * overlap_us / comm_us; NULL when the layer has no comm kernel
+-- @column fused_comm_us us: length of the union of its fused_comm kernels (a collective fused with computation, e.g. all-reduce + residual add + RMSNorm): its own category, neither hidden nor exposed communication
 -- @column method -: how segmentation found the layer (layers.method)
 -- @column confidence -: from 0 to 1, segmentation's confidence in the layer (layers.confidence)
 -- @example FROM layer_metrics WHERE step = 3 ORDER BY layer
@@ -38,6 +39,7 @@ SELECT
     coalesce(t.overlap_ns, 0) / 1e3 AS overlap_us,
     coalesce(t.comm_ns - t.overlap_ns, 0) / 1e3 AS exposed_comm_us,
     100.0 * t.overlap_ns / nullif(t.comm_ns, 0) AS overlap_pct,
+    coalesce(t.fused_comm_ns, 0) / 1e3 AS fused_comm_us,
     l.method,
     l.confidence
 FROM layers AS l

@@ -16,15 +16,20 @@
 -- @column overlap_us us: length of (comm union ∩ compute union)
 -- @column exposed_comm_us us: comm_us - overlap_us
 -- @column overlap_pct pct: 100 * overlap_us / comm_us; NULL when the step has no comm kernel
+-- @column fused_comm_us us: length of the union of its fused_comm kernels (collective and computation in one kernel)
+-- @column draft_passes count: forward passes of a speculative drafter in the step (the tokens it proposed); NULL without a drafter
+-- @column draft_kernels count: the drafter's kernels in the step (0 without a drafter); they are in no layer
+-- @column draft_busy_us us: length of the union of the drafter's kernel intervals in the step: its cost per step
 -- @column method -: how segmentation found the step (steps.method)
 -- @example FROM step_metrics WHERE NOT warmup
 
 -- Every row of `steps`, with the times of its kernels (zero when it has none) and its number of layers. The
 -- times are those of comm_breakdown over the step's kernels, computed once by segmentation into kernel_busy
--- (scope 'step').
+-- (scope 'step'; the drafter's kernels of a speculative step: scope 'draft').
 CREATE OR REPLACE VIEW step_metrics AS
 WITH
     _times AS (SELECT * FROM kernel_busy WHERE scope = 'step'),
+    _drafts AS (SELECT * FROM kernel_busy WHERE scope = 'draft'),
     _layer_counts AS (SELECT run_id, rank, step, count(*) AS layers FROM layers GROUP BY ALL)
 SELECT
     s.run_id,
@@ -43,8 +48,13 @@ SELECT
     coalesce(t.overlap_ns, 0) / 1e3 AS overlap_us,
     coalesce(t.comm_ns - t.overlap_ns, 0) / 1e3 AS exposed_comm_us,
     100.0 * t.overlap_ns / nullif(t.comm_ns, 0) AS overlap_pct,
+    coalesce(t.fused_comm_ns, 0) / 1e3 AS fused_comm_us,
+    s.draft_passes,
+    coalesce(d.kernels, 0) AS draft_kernels,
+    coalesce(d.busy_ns, 0) / 1e3 AS draft_busy_us,
     s.method
 FROM steps AS s
 LEFT JOIN _times AS t USING (run_id, rank, step)
+LEFT JOIN _drafts AS d USING (run_id, rank, step)
 LEFT JOIN _layer_counts AS c USING (run_id, rank, step)
 ORDER BY s.run_id, s.rank, s.step;

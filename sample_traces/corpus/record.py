@@ -137,11 +137,13 @@ class Annotations:
     """The twin's annotations: per decoder layer a record_function and an NVTX range, opened by a forward pre-hook
     and closed by a forward hook; `step(name)` brackets one forward pass the same way."""
 
-    def __init__(self, model: torch.nn.Module, layers: list[torch.nn.Module] | None = None) -> None:
+    def __init__(
+        self, model: torch.nn.Module, layers: list[torch.nn.Module] | None = None, prefix: str = "model.layers"
+    ) -> None:
         self.handles: list[torch.utils.hooks.RemovableHandle] = []
         self.open: list[torch.autograd.profiler.record_function] = []
         for index, layer in enumerate(model.model.layers if layers is None else layers):
-            name = f"model.layers.{index}"
+            name = f"{prefix}.{index}"
             self.handles.append(layer.register_forward_pre_hook(lambda *_, n=name: self._push(n)))
             self.handles.append(layer.register_forward_hook(lambda *_, n=name: self._pop()))
 

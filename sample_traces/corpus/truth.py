@@ -25,11 +25,14 @@ import re
 import sqlite3
 import sys
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-STEP = re.compile(r"^(?:decode_step|forward_step|prefill_step)_(\d+)$|^ProfilerStep#(\d+)$")
-LAYER = re.compile(r"^model\.layers\.(\d+)$|^nn\.Module: TransformerBlock_(\d+)$")
+STEP = re.compile(r"^(?:decode_step|forward_step|prefill_step|spec_step)_(\d+)$|^ProfilerStep#(\d+)$")
+LAYER = re.compile(r"^(?:model|draft|mtp)\.layers\.(\d+)$|^nn\.Module: TransformerBlock_(\d+)$")
+DRAFT = re.compile(r"^draft_pass_(\d+)$")  # one forward pass of a speculative drafter (sample_traces/spec)
+CAPTURE = re.compile(r"^capture(?:_(\w+))?$")  # a CUDA graph capture; its suffix names the graph
+REPLAY = re.compile(r"^replay_(\w+)$")  # a replay of the graph captured as capture_<suffix>
 LAUNCH = re.compile(r"(?i)launchkernel|memcpy.*async|memset.*async")
 
 
@@ -41,6 +44,7 @@ class Kernel:
     start: float
     step: int | None = None
     layer: int | None = None
+    draft: int | None = None  # the drafter's forward pass within the step (speculative decoding), else None
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,10 @@ class Lanes:
         self.by_thread.setdefault(thread, []).append(rng)
 
     def innermost(self, thread: object, t: float, pattern: re.Pattern[str]) -> int | None:
+        match = self.innermost_match(thread, t, pattern)
+        return int(next(g for g in match.groups() if g is not None)) if match else None
+
+    def innermost_match(self, thread: object, t: float, pattern: re.Pattern[str]) -> re.Match[str] | None:
         best: Range | None = None
         for r in self.by_thread.get(thread, ()):
             if (
@@ -68,8 +76,12 @@ class Lanes:
                 and (best is None or r.end - r.start < best.end - best.start)
             ):
                 best = r
-        match = pattern.match(best.name) if best else None
-        return int(next(g for g in match.groups() if g is not None)) if match else None
+        return pattern.match(best.name) if best else None
+
+    def graph(self, thread: object, t: float, pattern: re.Pattern[str]) -> str:
+        """The graph a capture or replay range at t names (its suffix; "" for a bare `capture`)."""
+        match = self.innermost_match(thread, t, pattern)
+        return (match.group(1) or "") if match else ""
 
 
 # --- Kineto -------------------------------------------------------------------------------------------------------
@@ -103,27 +115,34 @@ def kineto_kernels(path: Path) -> list[Kernel]:
     kernels = []
     for e in gpu:
         call = calls.get(e.get("args", {}).get("correlation"))
-        step = layer = None
+        step = layer = draft = None
         if call is not None:
             thread = (call["pid"], call["tid"])
             step = lanes.innermost(thread, call["ts"], STEP)
             layer = lanes.innermost(thread, call["ts"], LAYER)
+            draft = lanes.innermost(thread, call["ts"], DRAFT)
             if "GraphLaunch" in call["name"]:
                 position = replay_position.get(id(call), 0)
                 replay_position[id(call)] = position + 1
-                layer = captured[position] if position < len(captured) else None
+                nodes = captured.get(lanes.graph(thread, call["ts"], REPLAY), [])
+                layer = nodes[position] if position < len(nodes) else None
         if e.get("cat") == "kernel":
-            kernels.append(Kernel(e["name"], e["ts"], step, layer))
+            kernels.append(Kernel(e["name"], e["ts"], step, layer, draft))
     return kernels
 
 
-def _kineto_capture_layers(events: list[dict], calls: dict, lanes: Lanes, ran: set) -> list[int | None]:
-    """Layer of each launch call made during a CUDA graph capture (a launch whose correlation ran nothing)."""
+def _kineto_capture_layers(events: list[dict], calls: dict, lanes: Lanes, ran: set) -> dict[str, list[int | None]]:
+    """Per captured graph (the suffix of its capture range), the layer of each launch call made during its capture
+    (a launch whose correlation ran nothing), in order."""
     orphans = sorted(
         (c for c in calls.values() if LAUNCH.search(c["name"]) and c["args"]["correlation"] not in ran),
         key=lambda c: c["ts"],
     )
-    return [lanes.innermost((c["pid"], c["tid"]), c["ts"], LAYER) for c in orphans]
+    graphs: dict[str, list[int | None]] = {}
+    for c in orphans:
+        thread = (c["pid"], c["tid"])
+        graphs.setdefault(lanes.graph(thread, c["ts"], CAPTURE), []).append(lanes.innermost(thread, c["ts"], LAYER))
+    return graphs
 
 
 # --- nsys SQLite --------------------------------------------------------------------------------------------------
@@ -163,15 +182,16 @@ def nsys_kernels(path: Path) -> list[Kernel]:
     for name_id, start, corr, node in con.execute(
         "SELECT demangledName, start, correlationId, graphNodeId FROM CUPTI_ACTIVITY_KIND_KERNEL ORDER BY start"
     ):
-        step = layer = None
+        step = layer = draft = None
         if corr in calls:
             t, tid = calls[corr]
             step = lanes.innermost(tid, t, STEP)
             layer = lanes.innermost(tid, t, LAYER)
+            draft = lanes.innermost(tid, t, DRAFT)
         if node is not None and node in nodes:
             created, tid = nodes[node]
             layer = lanes.innermost(tid, created, LAYER)
-        kernels.append(Kernel(strings.get(name_id, ""), start, step, layer))
+        kernels.append(Kernel(strings.get(name_id, ""), start, step, layer, draft))
     return kernels
 
 
@@ -225,18 +245,21 @@ def transfer(bare: list[Kernel], twin: list[Kernel]) -> list[Kernel]:
         twin = twin[: lead - (len(twin) - len(bare))] + twin[lead:] if len(twin) - len(bare) <= lead else twin
     if [k.name for k in bare] != [k.name for k in twin]:
         raise ValueError(f"bare and twin kernels differ ({len(bare)} vs {len(twin)})")
-    return [Kernel(b.name, b.start, t.step, t.layer) for b, t in zip(bare, twin, strict=True)]
+    return [replace(t, name=b.name, start=b.start) for b, t in zip(bare, twin, strict=True)]
 
 
 def per_step(kernels: list[Kernel]) -> list[dict]:
-    """Per step, in order: its kernels, layer -> kernel count, and the kernels outside every layer."""
+    """Per step, in order: its kernels, layer -> kernel count, the kernels outside every layer, and the kernels of
+    each forward pass of a speculative drafter (draft_passes; their layers are not the step's layers)."""
     steps: dict[int, dict] = {}
     for k in kernels:
         if k.step is None:
             continue
-        row = steps.setdefault(k.step, {"step": k.step, "kernels": 0, "layers": {}, "outside": 0})
+        row = steps.setdefault(k.step, {"step": k.step, "kernels": 0, "layers": {}, "outside": 0, "draft_passes": {}})
         row["kernels"] += 1
-        if k.layer is None:
+        if k.draft is not None:
+            row["draft_passes"][k.draft] = row["draft_passes"].get(k.draft, 0) + 1
+        elif k.layer is None:
             row["outside"] += 1
         else:
             row["layers"][k.layer] = row["layers"].get(k.layer, 0) + 1
@@ -244,6 +267,9 @@ def per_step(kernels: list[Kernel]) -> list[dict]:
     for step in sorted(steps):
         row = steps[step]
         row["layers"] = [row["layers"][i] for i in sorted(row["layers"])]
+        passes = row.pop("draft_passes")
+        if passes:
+            row["draft_passes"] = [passes[i] for i in sorted(passes)]
         out.append(row)
     return out
 

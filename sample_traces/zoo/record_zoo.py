@@ -31,7 +31,9 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE), str(HERE.parent / "corpus")]
@@ -295,14 +297,15 @@ def label_nsys(out: Path, name: str) -> None:
     _summary(out, {"slug": name, "profiler": "nsys", "steps": len(steps), "layers": layers})
 
 
-def runs(kernels: list) -> dict:
-    """Run-length labels: [[step, layer, count], ...] in GPU start order (None: outside), and the names' digest."""
+def runs(kernels: list, key: Callable[[Any], tuple] = lambda k: (k.step, k.layer)) -> dict:
+    """Run-length labels: [[step, layer, count], ...] (or [*key, count]) in GPU start order (None: outside), and the
+    names' digest."""
     out: list[list] = []
     for k in kernels:
-        if out and out[-1][0] == k.step and out[-1][1] == k.layer:
-            out[-1][2] += 1
+        if out and tuple(out[-1][:-1]) == key(k):
+            out[-1][-1] += 1
         else:
-            out.append([k.step, k.layer, 1])
+            out.append([*key(k), 1])
     digest = hashlib.sha256("\n".join(k.name for k in kernels).encode()).hexdigest()
     return {"kernels": len(kernels), "names_sha256": digest, "runs": out}
 

@@ -9,7 +9,8 @@ The figures are those of the library's interval macros (comm_breakdown, interval
 per scope: order the kernels of each instance by start; each kernel adds to the union of the instance the part
 of it that ends after every earlier kernel of the instance (their running maximum end, the "reach"), and opens
 a gap when it starts after that reach. The same pass over the comm kernels, the compute kernels and both
-together gives the comm and compute unions and their intersection: comm + compute - (comm or compute).
+together gives the comm and compute unions and their intersection: comm + compute - (comm or compute). Kernels
+that fuse a collective with computation (category fused_comm) are in neither class: their union is its own figure.
 """
 
 from __future__ import annotations
@@ -22,8 +23,13 @@ import pandas as pd
 
 from ..db import execute_with
 
-# Scopes: the partition columns of each, and whether its idle gaps are kept.
-SCOPES = {"rank": ("rank",), "step": ("rank", "step"), "layer": ("rank", "step", "layer")}
+# Scopes: the partition columns of each and the flags its kernels must have; and whose idle gaps are kept.
+SCOPES = {
+    "rank": (("rank",), ()),
+    "step": (("rank", "step"), ("in_step",)),
+    "layer": (("rank", "step", "layer"), ("in_step", "in_layer")),
+    "draft": (("rank", "step"), ("in_step", "in_draft")),  # a speculative drafter's kernels of a step
+}
 GAP_SCOPES = ("step", "layer")
 # Above this many ns of summed instance spans, the reach is computed group by group (no int64 offsets).
 _OFFSET_LIMIT = 2.0**62
@@ -38,6 +44,7 @@ class _Sorted:
     end: np.ndarray
     is_comm: np.ndarray
     is_compute: np.ndarray
+    is_fused: np.ndarray
     group: np.ndarray
     first: np.ndarray
 
@@ -47,8 +54,8 @@ def record(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
     con.execute("DELETE FROM kernel_busy WHERE run_id = ?", [run_id])
     con.execute("DELETE FROM kernel_gaps WHERE run_id = ?", [run_id])
     kernels = _kernels(con, run_id)
-    for scope, keys in SCOPES.items():
-        rows = _sorted(kernels, keys)
+    for scope, (keys, flags) in SCOPES.items():
+        rows = _sorted(kernels, keys, flags)
         if not len(rows.start):
             continue
         busy, gaps = _measure(rows)
@@ -61,8 +68,8 @@ def _kernels(con: duckdb.DuckDBPyConnection, run_id: int) -> dict[str, np.ndarra
     data = con.execute(
         """
         SELECT rank, coalesce(step, 0) AS step, coalesce(layer, 0) AS layer, step IS NOT NULL AS in_step,
-               layer IS NOT NULL AS in_layer, start_ns, end_ns, category = 'comm' AS is_comm,
-               category = 'compute' AS is_compute
+               layer IS NOT NULL AS in_layer, coalesce(role = 'draft', false) AS in_draft, start_ns, end_ns,
+               category = 'comm' AS is_comm, category = 'compute' AS is_compute, category = 'fused_comm' AS is_fused
         FROM gpu_activity WHERE run_id = ? AND kind = 'kernel'
         """,
         [run_id],
@@ -70,13 +77,13 @@ def _kernels(con: duckdb.DuckDBPyConnection, run_id: int) -> dict[str, np.ndarra
     return {name: np.asarray(values) for name, values in data.items()}
 
 
-def _sorted(kernels: dict[str, np.ndarray], keys: tuple[str, ...]) -> _Sorted:
-    """The kernels that belong to an instance of the scope with `keys`, in order of (keys, start)."""
+def _sorted(kernels: dict[str, np.ndarray], keys: tuple[str, ...], flags: tuple[str, ...]) -> _Sorted:
+    """The kernels with every flag of `flags` (those of an instance of the scope with `keys`), in order of (keys,
+    start)."""
     keep = np.ones(len(kernels["start_ns"]), dtype=bool)
-    for key, flag in (("step", "in_step"), ("layer", "in_layer")):
-        if key in keys:
-            keep &= kernels[flag]
-    names = (*keys, "start_ns", "end_ns", "is_comm", "is_compute")
+    for flag in flags:
+        keep &= kernels[flag]
+    names = (*keys, "start_ns", "end_ns", "is_comm", "is_compute", "is_fused")
     picked = {name: kernels[name] if keep.all() else kernels[name][keep] for name in names}
     order = np.lexsort((picked["start_ns"], *(picked[k] for k in reversed(keys))))
     columns = {name: values[order] for name, values in picked.items()}
@@ -90,6 +97,7 @@ def _sorted(kernels: dict[str, np.ndarray], keys: tuple[str, ...]) -> _Sorted:
         end=columns["end_ns"],
         is_comm=columns["is_comm"],
         is_compute=columns["is_compute"],
+        is_fused=columns["is_fused"],
         group=np.cumsum(first) - 1,
         first=first,
     )
@@ -104,6 +112,7 @@ def _measure(rows: _Sorted) -> tuple[pd.DataFrame, pd.DataFrame]:
         "busy_ns": added,
         "comm_ns": _cover_subset(rows, rows.is_comm),
         "compute_ns": _cover_subset(rows, rows.is_compute),
+        "fused_comm_ns": _cover_subset(rows, rows.is_fused),
     }
     both = added if either.all() else _cover_subset(rows, either)
     sums = {name: np.add.reduceat(values, heads) for name, values in lengths.items()}

@@ -21,11 +21,13 @@ import numpy as np
 from . import period
 
 NO_STEP = -1
+NO_DRAFT = -1
 STRAY_GAP_FACTOR = 4.0  # an idle gap this many times the longest one inside the passes separates a stray kernel
 OVERLONG = 1.4  # a layer this many times the median length holds more than a layer (expert loops vary less)
 MIN_STEP_KERNELS = 10  # an annotated step needs this many kernels before one far from the rest is left out
 MIN_STRETCH_LAYERS = 2  # an uncovered stretch is searched for layers of its own when it can hold this many
 INNER_COVERAGE = 0.75  # share of a repeating unit its own layers cover for the unit to be a whole iteration
+PASSES_COVERAGE = 0.5  # the same, when its layers come as several runs (the passes of a drafter and a target)
 
 
 @dataclass(frozen=True)
@@ -47,10 +49,13 @@ def find_passes(codes: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, rep
     (its graph launch id, -1 when not replayed)."""
     n = len(codes)
     idle = _idle(start_ns, end_ns)
-    runs, last_starts, typical = _runs(codes)
-    if not runs:
+    found = _runs(codes, {})
+    if not found.runs:
         return Passes(np.zeros(n, dtype=np.int64), 1 if n else 0, 0, "whole")
-    groups = _group(runs)
+    groups = _group(found.runs, found.counts)
+    if len(groups) == 1:  # one step: or the repeating unit was a whole step of speculative decoding
+        found, groups = _speculative(codes) or (found, groups)
+    runs, last_starts, typical = found.runs, found.last_starts, found.typical
     step_of = np.full(n, NO_STEP, dtype=np.int64)
     ends = dict(zip(runs, last_starts, strict=True))
     # a pass's last layer may have been cut short (an expert loop's end looks like a layer's): the boundary is
@@ -66,60 +71,115 @@ def find_passes(codes: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, rep
     return Passes(step_of, len(groups), len(runs), "passes")
 
 
+def _speculative(codes: np.ndarray) -> tuple[_Runs, list[list[tuple[int, int]]]] | None:
+    """The forward passes and steps of speculative decoding, when the trace's repeating unit is a whole step: a
+    drafter's passes and a target's verify, whose layers are found inside it (nested). Taken when every step but
+    the first and last shows a drafter (step_drafts), so that a trace of one forward pass stays one step."""
+    found = _runs(codes, {}, short=1 / OVERLONG, nested=True)
+    groups = _group(found.runs, found.counts) if found.runs else []
+    inner = groups[1:-1] or groups
+    if len(groups) < 2 or not all(step_drafts(codes[g[0][0] : g[-1][1]]) is not None for g in inner):
+        return None
+    return found, groups
+
+
 def forward_passes(codes: np.ndarray) -> list[tuple[int, int]]:
     """[start, end) of each forward pass: a run of back-to-back layers, in order."""
-    return _runs(codes)[0]
+    return _runs(codes, {}).runs
 
 
-def _runs(codes: np.ndarray) -> tuple[list[tuple[int, int]], list[int], int]:
-    """The forward passes, the start of each one's last layer, and the median layer length. A "layer" much longer
-    than the median has swallowed the stretch between two passes (an epilogue and the next prologue) and ends a
-    run."""
-    spans = _layers(codes, 0, len(codes))
-    typical = int(np.median([b - a for a, b in spans])) if spans else 0
+@dataclass(frozen=True)
+class _Runs:
+    """The forward passes ([start, end) of each run of back-to-back layers), the start of each one's last layer,
+    its number of layers, and the median layer length."""
+
+    runs: list[tuple[int, int]]
+    last_starts: list[int]
+    counts: list[int]
+    typical: int
+
+
+def _runs(
+    codes: np.ndarray, cache: dict[bytes, list[tuple[int, int]]], short: float = 0.0, nested: bool = False
+) -> _Runs:
+    """The forward passes. A "layer" much longer than the median has swallowed the stretch between two passes (an
+    epilogue and the next prologue) and ends a run; so does a "layer" shorter than `short` times the median (a
+    repeat in the host's glue between passes, such as sampling's kernels). When looking for a drafter (`short` or
+    `nested`), an overlong "layer" that holds layers of the median length is a drafter's whole pass: its layers
+    count (between its prologue and its epilogue). `nested`: layers inside layers are searched (_layers)."""
+    found = _layers(codes, 0, len(codes), cache, nested)
+    typical = int(np.median([b - a for a, b in found])) if found else 0
+    if short or nested:  # repeats shorter than any layer (the glue's) do not make the typical length
+        typical = int(np.median([n for a, b in found if (n := b - a) >= period.MIN_BLOCK] or [typical]))
+        found = sorted(itertools.chain.from_iterable(_pass_layers(codes, a, b, typical, cache) for a, b in found))
+    spans = found
     runs: list[list[int]] = []
     for start, end in spans:
-        if end - start > OVERLONG * typical:
+        if not short * typical <= end - start <= OVERLONG * typical:
             continue
         if runs and runs[-1][1] == start:
-            runs[-1][1:] = [end, start]
+            runs[-1][1:] = [end, start, runs[-1][3] + 1]
         else:
-            runs.append([start, end, start])
-    return [(a, b) for a, b, _ in runs], [last for _, _, last in runs], typical
+            runs.append([start, end, start, 1])
+    return _Runs([(a, b) for a, b, _, _ in runs], [r[2] for r in runs], [r[3] for r in runs], typical)
 
 
-def _layers(codes: np.ndarray, lo: int, hi: int) -> list[tuple[int, int]]:
+def _layers(
+    codes: np.ndarray, lo: int, hi: int, cache: dict[bytes, list[tuple[int, int]]] | None = None, nested: bool = False
+) -> list[tuple[int, int]]:
     """Layer spans in codes[lo:hi]: the best fit, then fits of their own in the long stretches it left (a prefill
     among decode steps). When the best repeating unit is a whole iteration (its instances hold layers of their
-    own), its layers are those."""
+    own), its layers are those; `nested`, they are found the same way inside each instance (a step of speculative
+    decoding holds a drafter's passes, each holding layers)."""
+    cache = {} if cache is None else cache
     fit = period.find_layers(codes[lo:hi], kinds=False)
     if fit is None:
         return []
     spans = [(lo + s.start, lo + s.end) for s in fit.layers]
-    typical = spans[len(spans) // 2]
-    if _inner_layers(codes, *typical, {}):  # one instance tells whether the unit is a whole iteration
-        cache: dict[bytes, list[tuple[int, int]]] = {}
-        return sorted(itertools.chain.from_iterable(_inner_layers(codes, a, b, cache) for a, b in spans))
+    if _inner_layers(codes, *spans[len(spans) // 2], cache, nested):  # one instance tells whether the unit is a
+        return sorted(itertools.chain.from_iterable(_inner_layers(codes, a, b, cache, nested) for a, b in spans))
     found = list(spans)
     edges = [lo, *itertools.chain.from_iterable(spans), hi]
     for a, b in zip(edges[::2], edges[1::2], strict=True):  # the stretches between runs of layers
         if b - a >= MIN_STRETCH_LAYERS * fit.period and (a, b) != (lo, hi):
-            found += _layers(codes, a, b)
+            found += _layers(codes, a, b, cache, nested)
     return sorted(found)
 
 
 def _inner_layers(
-    codes: np.ndarray, lo: int, hi: int, cache: dict[bytes, list[tuple[int, int]]]
+    codes: np.ndarray, lo: int, hi: int, cache: dict[bytes, list[tuple[int, int]]], nested: bool = False
 ) -> list[tuple[int, int]]:
     """The layers inside one instance of a repeating unit, when they cover most of it (a whole iteration: layers
-    between a prologue and an epilogue; the experts of a layer's loop leave its attention out). Identical
-    instances are solved once (`cache`, keyed by their kernels)."""
+    between a prologue and an epilogue; the experts of a layer's loop leave its attention out) and do not fill it
+    from end to end (the layers of a hybrid unit: three linear-attention layers and a full one). `nested`: found
+    by _layers inside the instance, and also taken when they are copies of one unit (a run of a drafter's passes)
+    or come as several runs of layers of at least MIN_BLOCK kernels covering PASSES_COVERAGE (a drafter's passes
+    and a target's). Identical instances are solved once (`cache`, keyed by their kernels)."""
     key = codes[lo:hi].tobytes()
     if key not in cache:
-        fit = period.find_layers(codes[lo:hi], kinds=False)
-        good = fit is not None and fit.coverage >= INNER_COVERAGE and not _all_layers(codes[lo:hi])
-        cache[key] = [(s.start, s.end) for s in fit.layers] if good else []
+        cache[key] = []  # an instance is not searched again while it is being searched
+        cache[key] = _nested_inner(codes, lo, hi, cache) if nested else _inner(codes[lo:hi])
     return [(lo + a, lo + b) for a, b in cache[key]]
+
+
+def _inner(unit: np.ndarray) -> list[tuple[int, int]]:
+    fit = period.find_layers(unit, kinds=False)
+    good = fit is not None and fit.coverage >= INNER_COVERAGE and not _all_layers(unit)
+    return [(s.start, s.end) for s in fit.layers] if good else []
+
+
+def _nested_inner(
+    codes: np.ndarray, lo: int, hi: int, cache: dict[bytes, list[tuple[int, int]]]
+) -> list[tuple[int, int]]:
+    inner = [(a - lo, b - lo) for a, b in _layers(codes, lo, hi, cache, nested=True)]
+    covered = sum(b - a for a, b in inner) / max(hi - lo, 1)
+    copies = len({codes[lo + a : lo + b].tobytes() for a, b in inner}) == 1 and len(inner) > 1
+    passes = sum(1 for (_, b), (a, _) in itertools.pairwise(inner) if a != b) + 1 if inner else 0
+    sized = bool(inner) and np.median([b - a for a, b in inner]) >= period.MIN_BLOCK
+    good = (covered >= INNER_COVERAGE and (copies or not _all_layers(codes[lo:hi]))) or (
+        covered >= PASSES_COVERAGE and passes > 1 and sized
+    )
+    return inner if good else []
 
 
 def _all_layers(unit: np.ndarray) -> bool:
@@ -130,14 +190,92 @@ def _all_layers(unit: np.ndarray) -> bool:
     return fit is not None and sum(s.end - s.start for s in fit.layers) == len(unit)
 
 
-def _group(runs: list[tuple[int, int]]) -> list[list[tuple[int, int]]]:
-    """Forward passes grouped into steps: the shortest repeating pattern of pass lengths (a draft and a target
-    pass alternate in speculative decoding); passes that all look alike are a step each."""
+def _group(runs: list[tuple[int, int]], counts: list[int]) -> list[list[tuple[int, int]]]:
+    """Forward passes grouped into steps: the shortest repeating pattern of pass lengths (a drafter's passes and
+    the target's alternate in speculative decoding); passes that all look alike are a step each. When the
+    drafter's passes per step vary (acceptance changes them), each step holds one of the longest passes with the
+    most layers (the target's verify) and the other passes next to it: before it when the trace opens with
+    another pass, else after it."""
     sizes = [b - a for a, b in runs]
-    for m in range(1, len(runs) + 1):
+    for m in range(1, len(runs)):
         if all(_close(sizes[i], sizes[i % m]) for i in range(len(sizes))):
             return [runs[i : i + m] for i in range(0, len(runs), m)]
-    return [runs]
+    targets = [i for i, size in enumerate(sizes) if _close(size, max(sizes)) and counts[i] == max(counts)]
+    if len(targets) < 2 or len(targets) == len(runs):
+        return [runs]
+    after = [i + 1 for i in targets[:-1]]  # a step ends with its target pass, unless the trace opens with one
+    edges = [*targets, len(runs)] if targets[0] == 0 else [0, *after, len(runs)]
+    return [runs[a:b] for a, b in itertools.pairwise(edges)]
+
+
+def step_drafts(codes: np.ndarray) -> np.ndarray | None:
+    """Per kernel of one step (its main stream, in order), its drafter's forward pass (NO_DRAFT for the target's
+    kernels), or None when the step shows no drafter. The step's forward passes are its runs of layers: the longest
+    is the target's verify (when it has the most layers and no other pass is about as long); a pass of fewer
+    layers is the drafter's. A drafter's passes that run back to back form one run whose "layers" are whole passes
+    (each holds layers of its own): each is a pass. The drafter's kernels reach from the step's start (or the end of the
+    target's pass) to the end of its last pass before the target's (or the step's end); each pass takes the glue
+    before it (its prologue), and the last one before the target's its epilogue as long as the others' (_epilogue)."""
+    cache: dict[bytes, list[tuple[int, int]]] = {}
+    found = _runs(codes, cache, short=1 / OVERLONG)
+    if len(found.runs) < 2:
+        return None
+    sizes = [b - a for a, b in found.runs]
+    longest = sizes.index(max(sizes))
+    most = found.counts[longest]
+    if most < max(found.counts) or sum(_close(size, sizes[longest]) for size in sizes) > 1:
+        return None
+    target = found.runs[longest]
+    drafts = [r for r, c in zip(found.runs, found.counts, strict=True) if c < most]
+    layer = (target[1] - target[0]) // most
+    passes = list(itertools.chain.from_iterable(_draft_passes(codes, r, layer, cache) for r in drafts))
+    before = [b for _, b in passes if b <= target[0]]  # each pass reaches back to the previous one
+    after = [a for a, _ in passes if a >= target[1]]  # each reaches on to the next one
+    if before:  # the last pass before the target's keeps its epilogue
+        before[-1] = min(before[-1] + _epilogue([p for p in passes if p[1] <= target[0]]), target[0])
+    draft_of = np.full(len(codes), NO_DRAFT, dtype=np.int64)
+    spans = [*itertools.pairwise([0, *before]), *itertools.pairwise([*after, len(codes)])]
+    if not spans:
+        return None
+    for index, (a, b) in enumerate(spans):
+        draft_of[a:b] = index
+    return draft_of
+
+
+def _epilogue(passes: list[tuple[int, int]]) -> int:
+    """The kernels a drafter's pass runs after its last layer (final norm, LM head, sampling): what lies between its
+    first two passes' layers, less what the first ran before its layers (from the step's start); 0 for one pass."""
+    if len(passes) < 2:
+        return 0
+    return max(passes[1][0] - passes[0][1] - passes[0][0], 0)
+
+
+def _draft_passes(
+    codes: np.ndarray, run: tuple[int, int], layer: int, cache: dict[bytes, list[tuple[int, int]]]
+) -> list[tuple[int, int]]:
+    """The drafter's passes in one run: its units when each holds layers of its own of about the target's layer
+    length `layer` (passes back to back), else the run as one pass."""
+    units = _layers(codes, *run, cache)
+    if len(units) > 1 and all(_holds_layers(codes, a, b, layer, cache) for a, b in units):
+        return units
+    return [run]
+
+
+def _pass_layers(
+    codes: np.ndarray, lo: int, hi: int, typical: int, cache: dict[bytes, list[tuple[int, int]]]
+) -> list[tuple[int, int]]:
+    """An overlong span's layers when it holds layers of about the `typical` length covering at least
+    PASSES_COVERAGE of it (a whole pass of a drafter, back to back with its next one), else the span."""
+    if hi - lo <= OVERLONG * typical:
+        return [(lo, hi)]
+    inner = _layers(codes, lo, hi, cache)
+    covered = sum(b - a for a, b in inner) >= PASSES_COVERAGE * (hi - lo)
+    return inner if covered and _holds_layers(codes, lo, hi, typical, cache) else [(lo, hi)]
+
+
+def _holds_layers(codes: np.ndarray, lo: int, hi: int, layer: int, cache: dict[bytes, list[tuple[int, int]]]) -> bool:
+    inner = _layers(codes, lo, hi, cache)
+    return len(inner) > 1 and all(_close(b - a, layer) for a, b in inner)
 
 
 def _close(a: int, b: int) -> bool:

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ..db import execute_with
-from . import Method, SegmentOptions, SegmentResult, annotation, busy, family, graph, period, steps
+from . import Method, SegmentOptions, SegmentResult, annotation, busy, family, graph, period, spec, steps
 
 INDUCTOR_INDEX = r"^(triton_[a-z]+_fused_.*)_\d+$"
 COVERAGE_TO_TRUST = 0.5  # share of a step's kernels a method must place for auto to choose it
@@ -24,10 +24,12 @@ LOW_CONFIDENCE = 0.8  # an inferred layer instance matching its unit less than t
 
 @dataclass(frozen=True)
 class _LayerOutcome:
-    """What the layer stage has to report: steps it could not split, annotation ranges it did not trust."""
+    """What the layer stage has to report: steps it could not split, annotation ranges it did not trust, steps
+    that hold a speculative drafter."""
 
     failed: int
     enclosing: int
+    drafted: int = 0
 
 
 def segment_run(con: duckdb.DuckDBPyConnection, run_id: int, options: SegmentOptions | None = None) -> SegmentResult:
@@ -37,7 +39,9 @@ def segment_run(con: duckdb.DuckDBPyConnection, run_id: int, options: SegmentOpt
     _stage(con, run_id)
     found_steps = steps.find_steps(con, run_id, options.step_pattern)
     _stage_steps(con)
-    outcome = _layers(con, run_id, options)
+    drafted = spec.find_drafts(con)
+    _mark_drafts(con)
+    outcome = _layers(con, run_id, options, drafted)
     _write(con, run_id)
     busy.record(con, run_id)
     result = _result(con, run_id, found_steps, outcome, options)
@@ -50,8 +54,8 @@ def _reset(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
     con.execute("DELETE FROM layers WHERE run_id = ?", [run_id])
     con.execute("DELETE FROM ingest_stats WHERE run_id = ? AND name LIKE 'segment.%'", [run_id])
     con.execute(
-        """UPDATE gpu_activity SET step = NULL, layer = NULL
-           WHERE run_id = ? AND (step IS NOT NULL OR layer IS NOT NULL)""",
+        """UPDATE gpu_activity SET step = NULL, layer = NULL, role = NULL, draft_pass = NULL
+           WHERE run_id = ? AND (step IS NOT NULL OR layer IS NOT NULL OR role IS NOT NULL)""",
         [run_id],
     )
 
@@ -83,9 +87,21 @@ def _stage_steps(con: duckdb.DuckDBPyConnection) -> None:
     )
 
 
-def _layers(con: duckdb.DuckDBPyConnection, run_id: int, options: SegmentOptions) -> _LayerOutcome:
+def _mark_drafts(con: duckdb.DuckDBPyConnection) -> None:
+    """`_seg_k` with the drafter's pass of each activity (NULL for the target's and every activity of a step
+    without a drafter): the layers are the target's, found among the other activities."""
+    con.execute(
+        """
+        CREATE OR REPLACE TEMP TABLE _seg_k AS
+        SELECT k.*, d.draft_pass FROM _seg_k k LEFT JOIN _seg_draft_of d USING (activity_id)
+        """
+    )
+
+
+def _layers(con: duckdb.DuckDBPyConnection, run_id: int, options: SegmentOptions, drafted: int) -> _LayerOutcome:
     """Fill `_seg_layer_of(activity_id, layer, method, confidence, name, rank, step, kind, start_ns, end_ns)`: the
-    activity's columns of `_seg_k` come along, so that writing the layers joins nothing more."""
+    activity's columns of `_seg_k` come along, so that writing the layers joins nothing more. The drafter's
+    activities are in no layer."""
     con.execute("DROP TABLE IF EXISTS _seg_cpu_events")
     named = annotation.layer_names_table(con, run_id, options.layer_pattern)
     enclosing = annotation.timelines(con, run_id) if named else 0
@@ -105,18 +121,18 @@ def _layers(con: duckdb.DuckDBPyConnection, run_id: int, options: SegmentOptions
         CREATE OR REPLACE TEMP TABLE _seg_layer_of AS
         SELECT a.activity_id, a.layer, 'annotation' AS method, 1.0 AS confidence, a.name, {_ACTIVITY}
         FROM _seg_ann a JOIN _seg_k k USING (activity_id) JOIN _seg_choice c USING (rank, step)
-        WHERE c.method = 'annotation'
+        WHERE c.method = 'annotation' AND k.draft_pass IS NULL
         UNION ALL
         SELECT g.activity_id, g.layer, 'graph', 1.0, g.name, {_ACTIVITY}
         FROM _seg_graph g JOIN _seg_k k USING (activity_id) JOIN _seg_choice c USING (rank, step)
-        WHERE c.method = 'graph'
+        WHERE c.method = 'graph' AND k.draft_pass IS NULL
         UNION ALL
         SELECT p.activity_id, p.layer, 'period', p.confidence, NULL, {_ACTIVITY}
         FROM _seg_period p JOIN _seg_k k USING (activity_id) JOIN _seg_choice c USING (rank, step)
-        WHERE c.method = 'period'
+        WHERE c.method = 'period' AND k.draft_pass IS NULL
         """
     )
-    return _LayerOutcome(failed, enclosing)
+    return _LayerOutcome(failed, enclosing, drafted)
 
 
 # The columns of `_seg_k` (alias k) that _seg_layer_of carries for _write.
@@ -133,7 +149,7 @@ def _choose_methods(con: duckdb.DuckDBPyConnection, method: Method) -> None:
                    count(a.activity_id) AS by_annotation, count(g.activity_id) AS by_graph
             FROM _seg_k k
             LEFT JOIN _seg_ann a USING (activity_id) LEFT JOIN _seg_graph g USING (activity_id)
-            WHERE k.kind = 'kernel'
+            WHERE k.kind = 'kernel' AND k.draft_pass IS NULL
             GROUP BY ALL
         )
         SELECT rank, step, coalesce($forced,
@@ -177,7 +193,8 @@ def _period_layers(con: duckdb.DuckDBPyConnection, run_id: int, expected: int | 
     data = con.execute(
         """
         WITH k AS (
-            SELECT k.* FROM _seg_k k JOIN _seg_choice c USING (rank, step) WHERE c.method = 'period'
+            SELECT k.* FROM _seg_k k JOIN _seg_choice c USING (rank, step)
+            WHERE c.method = 'period' AND k.draft_pass IS NULL
         ), streams AS (
             SELECT rank, step, stream_id, count(*) AS n FROM k WHERE kind = 'kernel' GROUP BY ALL
         ), main AS (
@@ -210,7 +227,7 @@ def _period_layers(con: duckdb.DuckDBPyConnection, run_id: int, expected: int | 
         )
         SELECT k.activity_id, w.layer, w.conf
         FROM (SELECT * FROM _seg_k WHERE activity_id NOT IN (SELECT activity_id FROM _seg_period)
-                AND (rank, step) IN (SELECT (rank, step) FROM _seg_period_steps)) k
+                AND draft_pass IS NULL AND (rank, step) IN (SELECT (rank, step) FROM _seg_period_steps)) k
         ASOF JOIN until w ON k.rank = w.rank AND k.step = w.step AND k.start_ns >= w.lo
         WHERE k.start_ns < w.until
         """
@@ -291,12 +308,23 @@ def _write(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
         params,
     )
     con.execute(
+        """UPDATE gpu_activity g SET role = CASE WHEN k.draft_pass IS NULL THEN 'target' ELSE 'draft' END,
+                                      draft_pass = k.draft_pass
+           FROM _seg_k k
+           WHERE g.run_id = $run AND g.activity_id = k.activity_id
+             AND (k.rank, k.step) IN (SELECT DISTINCT (rank, step) FROM _seg_k WHERE draft_pass IS NOT NULL)""",
+        params,
+    )
+    con.execute(
         """
         INSERT INTO steps
         WITH spans AS (SELECT rank, step, min(start_ns) AS lo, max(end_ns) AS hi FROM _seg_k GROUP BY ALL)
         SELECT $run, s.rank, s.step, s.name, coalesce(p.lo, s.cpu_start), coalesce(p.hi, s.cpu_end), s.phase,
-               s.warmup, s.method
+               s.warmup, s.method,
+               CASE WHEN EXISTS (SELECT 1 FROM _seg_draft_of) THEN coalesce(d.passes, 0) END
         FROM _seg_steps s LEFT JOIN spans p USING (rank, step)
+        LEFT JOIN (SELECT rank, step, count(DISTINCT draft_pass) AS passes FROM _seg_k
+                   WHERE draft_pass IS NOT NULL GROUP BY ALL) d USING (rank, step)
         WHERE coalesce(p.lo, s.cpu_start) IS NOT NULL
         """,
         params,
@@ -330,7 +358,9 @@ def _result(
         {"run": run_id},
     ).fetchall()[0]
     notes = [f"{found.steps} steps found by {', '.join(found.methods) or 'nothing'}"]
-    if "passes" in found.methods:
+    if "passes" in found.methods and outcome.drafted:
+        notes.append("no step annotation: each step is one verify pass of the target and the drafter's passes by it")
+    elif "passes" in found.methods:
         notes.append("no step annotation: each step is one forward pass, a run of layers found in the kernel sequence")
     if layers:
         how = ", ".join(methods)
@@ -340,6 +370,8 @@ def _result(
         notes.append("no layers found")
     if options.layers:
         notes.append(f"{options.layers} layers per forward pass expected ({options.layers_from})")
+    if outcome.drafted:
+        notes.append(_draft_note(con, run_id, outcome.drafted))
     return SegmentResult(
         run_id=run_id,
         steps=found.steps,
@@ -350,6 +382,18 @@ def _result(
         confidence=float(confidence) if confidence is not None else None,
         notes=tuple(notes),
         warnings=tuple([*_doubts(con, run_id, outcome), *_against_hint(con, run_id, options)]),
+    )
+
+
+def _draft_note(con: duckdb.DuckDBPyConnection, run_id: int, drafted: int) -> str:
+    """What the steps of speculative decoding hold: the drafter's passes per step, beside the target's layers."""
+    low, median, high = con.execute(
+        "SELECT min(draft_passes), median(draft_passes), max(draft_passes) FROM steps WHERE run_id = ?", [run_id]
+    ).fetchall()[0]
+    spread = f"{median:g}" if low == high else f"{median:g} (from {low} to {high})"
+    return (
+        f"speculative decoding: {drafted} steps hold a drafter's forward passes before or after the target's "
+        f"verify, {spread} per step; the layers are the target's, the drafter's kernels are role 'draft'"
     )
 
 

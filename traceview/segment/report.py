@@ -89,7 +89,8 @@ _PER_LAYER = """
     FROM steady GROUP BY layer ORDER BY layer
 """
 
-# One row per (rank, step): its layers and their kernels, next to the whole step.
+# One row per (rank, step): its layers and their kernels, next to the whole step and, in speculative decoding, the
+# drafter's passes, kernels and busy time (its kernels are neither the target's prologue nor its epilogue).
 _PER_STEP = """
     WITH per AS (
         SELECT rank, step, count(*) AS layers, sum(kernels) AS layer_kernels, sum(span_us) AS layers_span_us,
@@ -101,8 +102,10 @@ _PER_STEP = """
     ), kernels AS (
         -- the step's kernels, and those outside its layers: before the first (prologue), after the last (epilogue)
         SELECT g.rank, g.step, count(*) AS kernels,
-               count(*) FILTER (g.layer IS NULL AND g.start_ns < b.first_layer) AS before_layers,
-               count(*) FILTER (g.layer IS NULL AND g.start_ns >= b.first_layer) AS after_layers
+               count(*) FILTER (g.layer IS NULL AND g.role IS DISTINCT FROM 'draft' AND g.start_ns < b.first_layer)
+                   AS before_layers,
+               count(*) FILTER (g.layer IS NULL AND g.role IS DISTINCT FROM 'draft' AND g.start_ns >= b.first_layer)
+                   AS after_layers
         FROM gpu_activity g LEFT JOIN bounds b USING (rank, step)
         WHERE g.run_id = $run AND g.kind = 'kernel' AND g.step IS NOT NULL GROUP BY g.rank, g.step
     )
@@ -110,7 +113,9 @@ _PER_STEP = """
            coalesce(k.kernels, 0) AS kernels, coalesce(p.layer_kernels, 0) AS layer_kernels,
            coalesce(k.before_layers, 0) AS before_layers, coalesce(k.after_layers, 0) AS after_layers,
            round((s.end_ns - s.start_ns) / 1e3, 3) AS span_us, round(p.layers_span_us, 3) AS layers_span_us,
-           round(p.exposed_comm_us, 3) AS exposed_comm_us, p.method
+           round(p.exposed_comm_us, 3) AS exposed_comm_us, p.method, s.draft_passes, m.draft_kernels,
+           round(m.draft_busy_us, 3) AS draft_busy_us
     FROM steps s LEFT JOIN per p USING (rank, step) LEFT JOIN kernels k USING (rank, step)
+    LEFT JOIN step_metrics m USING (run_id, rank, step)
     WHERE s.run_id = $run ORDER BY s.rank, s.step
 """

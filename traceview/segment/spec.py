@@ -1,0 +1,91 @@
+"""Speculative decoding: in each step, the drafter's forward passes told apart from the target's verify pass.
+
+Reads the staged step kernels `_seg_k` (with their integer name codes). Writes temp table
+`_seg_draft_of(activity_id, draft_pass)`: the activities of the drafter, with its forward pass within the step.
+
+A step of speculative decoding holds the drafter's passes (a draft model, an MTP head or the target's own first
+layers, one pass per proposed token) and one verify pass of the target. The passes are the step's runs of
+back-to-back layers (segment/passes.py `step_drafts`): the pass of the most layers is the target's; passes of
+fewer layers are the drafter's. A step whose passes are all alike (a training step's forward and backward, two
+micro-batches) has no drafter. Kernels of other streams, memory copies and sets join the drafter's pass whose GPU
+span holds their start.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import duckdb
+import numpy as np
+import pandas as pd
+
+from ..db import execute_with
+from . import passes
+
+
+def find_drafts(con: duckdb.DuckDBPyConnection) -> int:
+    """Fill `_seg_draft_of`; the number of steps that hold a drafter."""
+    data = con.execute(
+        """
+        WITH streams AS (
+            SELECT rank, step, stream_id, count(*) AS n FROM _seg_k WHERE kind = 'kernel' GROUP BY ALL
+        ), main AS (
+            SELECT rank, step, arg_max(stream_id, n) AS stream_id FROM streams GROUP BY ALL
+        )
+        SELECT k.rank, k.step, k.activity_id, k.code
+        FROM _seg_k k JOIN main m
+          ON k.rank = m.rank AND k.step = m.step AND k.stream_id IS NOT DISTINCT FROM m.stream_id
+        WHERE k.kind = 'kernel'
+        ORDER BY k.rank, k.step, k.start_ns, k.activity_id
+        """
+    ).fetchnumpy()
+    ids, draft, steps = _drafts_of_steps(data)
+    frame = pd.DataFrame({"activity_id": ids, "draft_pass": draft})
+    execute_with(
+        con, "_seg_draft_frame", frame, "CREATE OR REPLACE TEMP TABLE _seg_draft_of AS SELECT * FROM _seg_draft_frame"
+    )
+    _join_by_span(con)
+    return steps
+
+
+def _drafts_of_steps(data: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, int]:
+    """The drafter's kernels of every step (identical steps solved once): their ids, passes, and how many steps
+    hold a drafter."""
+    ids, codes = np.asarray(data["activity_id"], dtype=np.int64), np.asarray(data["code"], dtype=np.int64)
+    key = np.asarray(data["rank"], dtype=np.int64) * 2**32 + np.asarray(data["step"], dtype=np.int64)
+    edges = np.flatnonzero(np.diff(key)) + 1 if len(key) else np.array([], dtype=np.int64)
+    cache: dict[bytes, np.ndarray | None] = {}
+    found_ids, found_passes, steps = [], [], 0
+    for lo, hi in itertools.pairwise([0, *edges, len(ids)] if len(ids) else []):  # one iteration per step
+        sequence = codes[lo:hi]
+        digest = sequence.tobytes()
+        if digest not in cache:
+            cache[digest] = passes.step_drafts(sequence)
+        draft_of = cache[digest]
+        if draft_of is None:
+            continue
+        steps += 1
+        mine = draft_of != passes.NO_DRAFT
+        found_ids.append(ids[lo:hi][mine])
+        found_passes.append(draft_of[mine])
+    if not found_ids:
+        return np.array([], dtype=np.int64), np.array([], dtype=np.int64), 0
+    return np.concatenate(found_ids), np.concatenate(found_passes), steps
+
+
+def _join_by_span(con: duckdb.DuckDBPyConnection) -> None:
+    """The step's other activities (other streams, copies, sets) join the drafter's pass whose span holds their
+    start."""
+    con.execute(
+        """
+        INSERT INTO _seg_draft_of
+        WITH spans AS (
+            SELECT k.rank, k.step, d.draft_pass, min(k.start_ns) AS lo, max(k.end_ns) AS hi
+            FROM _seg_draft_of d JOIN _seg_k k USING (activity_id) GROUP BY ALL
+        )
+        SELECT k.activity_id, s.draft_pass
+        FROM (SELECT * FROM _seg_k WHERE activity_id NOT IN (SELECT activity_id FROM _seg_draft_of)) k
+        ASOF JOIN spans s ON k.rank = s.rank AND k.step = s.step AND k.start_ns >= s.lo
+        WHERE k.start_ns < s.hi
+        """
+    )
