@@ -211,11 +211,12 @@ def _group(runs: list[tuple[int, int]], counts: list[int]) -> list[list[tuple[in
 def step_drafts(codes: np.ndarray) -> np.ndarray | None:
     """Per kernel of one step (its main stream, in order), its drafter's forward pass (NO_DRAFT for the target's
     kernels), or None when the step shows no drafter. The step's forward passes are its runs of layers: the longest
-    is the target's verify (when it has the most layers and no other pass is about as long); a pass of fewer
-    layers is the drafter's. A drafter's passes that run back to back form one run whose "layers" are whole passes
-    (each holds layers of its own): each is a pass. The drafter's kernels reach from the step's start (or the end of the
-    target's pass) to the end of its last pass before the target's (or the step's end); each pass takes the glue
-    before it (its prologue), and the last one before the target's its epilogue as long as the others' (_epilogue)."""
+    is the target's verify (when it has the most layers and no other pass is about as long); passes of fewer layers,
+    all of one count, are the drafter's (runs of several counts are layers of several kinds). A drafter's passes
+    that run back to back form one run whose "layers" are whole passes (each holds layers of its own): each is a
+    pass. The drafter's kernels reach from the step's start (or the end of the target's pass) to the end of its last
+    pass before the target's (or the step's end); each pass takes the glue before it (its prologue), and the last
+    one before the target's its epilogue as long as the others' (_epilogue)."""
     cache: dict[bytes, list[tuple[int, int]]] = {}
     found = _runs(codes, cache, short=1 / OVERLONG)
     if len(found.runs) < 2:
@@ -227,6 +228,8 @@ def step_drafts(codes: np.ndarray) -> np.ndarray | None:
         return None
     target = found.runs[longest]
     drafts = [r for r, c in zip(found.runs, found.counts, strict=True) if c < most]
+    if len({c for c in found.counts if c < most}) > 1:  # a drafter's passes run the same layers each time
+        return None
     layer = (target[1] - target[0]) // most
     passes = list(itertools.chain.from_iterable(_draft_passes(codes, r, layer, cache) for r in drafts))
     before = [b for _, b in passes if b <= target[0]]  # each pass reaches back to the previous one

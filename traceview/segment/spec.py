@@ -3,11 +3,12 @@
 Reads the staged step kernels `_seg_k` (with their integer name codes). Writes temp table
 `_seg_draft_of(activity_id, draft_pass)`: the activities of the drafter, with its forward pass within the step.
 
-A step of speculative decoding holds the drafter's passes (a draft model, an MTP head or the target's own first
-layers, one pass per proposed token) and one verify pass of the target. The passes are the step's runs of
-back-to-back layers (segment/passes.py `step_drafts`): the pass of the most layers is the target's; passes of
-fewer layers are the drafter's. A step whose passes are all alike (a training step's forward and backward, two
-micro-batches) has no drafter. Kernels of other streams, memory copies and sets join the drafter's pass whose GPU
+A step of speculative decoding holds the drafter's passes (a draft model, an MTP head or the target's own first layers,
+one pass per proposed token) and one verify pass of the target. The passes are the step's runs of back-to-back layers
+(segment/passes.py `step_drafts`): the pass of the most layers is the target's; passes of fewer layers are the
+drafter's. A step whose passes are all alike (a training step's forward and backward, two micro-batches) has no drafter,
+and neither has a run where fewer than half of the steps, or fewer than MIN_STEPS, show one (a prefill's runs of layers
+of several kinds look like passes). Kernels of other streams, memory copies and sets join the drafter's pass whose GPU
 span holds their start.
 """
 
@@ -21,6 +22,8 @@ import pandas as pd
 
 from ..db import execute_with
 from . import passes
+
+MIN_STEPS = 2  # steps that must show a drafter, and at least half of them, for the run to have one
 
 
 def find_drafts(con: duckdb.DuckDBPyConnection) -> int:
@@ -40,6 +43,8 @@ def find_drafts(con: duckdb.DuckDBPyConnection) -> int:
         """
     ).fetchnumpy()
     ids, draft, steps = _drafts_of_steps(data)
+    if steps < MIN_STEPS or steps < len(set(zip(data["rank"], data["step"], strict=True))) / 2:
+        ids, draft, steps = ids[:0], draft[:0], 0  # a drafter runs at every step: a few passes alike are not one
     frame = pd.DataFrame({"activity_id": ids, "draft_pass": draft})
     execute_with(
         con, "_seg_draft_frame", frame, "CREATE OR REPLACE TEMP TABLE _seg_draft_of AS SELECT * FROM _seg_draft_frame"
