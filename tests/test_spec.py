@@ -100,3 +100,13 @@ def test_a_trace_without_a_drafter_has_no_roles(tmp_path: Path) -> None:
     with traceview.connect(database) as con:
         assert con.execute("SELECT count(*) FROM gpu_activity WHERE role IS NOT NULL").fetchall() == [(0,)]
         assert con.execute("SELECT count(*) FROM steps WHERE draft_passes IS NOT NULL").fetchall() == [(0,)]
+
+
+def test_diff_compares_the_targets_layers_and_shows_the_drafter_beside(tmp_path: Path) -> None:
+    a, b = tmp_path / "a.db", tmp_path / "b.db"
+    traceview.ingest([_spec_trace(tmp_path / "a.json", [3, 3, 3, 3])], a)
+    traceview.ingest([_spec_trace(tmp_path / "b.json", [1, 1, 1, 1])], b)
+    result = traceview.api.diff(a, b)
+    assert result.summary["layers_per_step"] == [6, 6]
+    assert [d["passes"] for d in result.summary["drafter_per_step"]] == [3, 1]
+    assert any("the drafter per step (medians): 3 passes, 51 kernels" in n for n in result.notes)

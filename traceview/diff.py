@@ -97,6 +97,7 @@ def compare(a: RunRef, b: RunRef) -> Diff:
     by_rank = _rank_table(layers_a, layers_b)
     layer_table = _layer_table(layers_a, layers_b, by_rank)
     summary = _summary(a, b, phase, layers_a, layers_b)
+    _note_drafters(a, b, phase, summary, notes)
     times_a, times_b = _kernel_times(a, phase), _kernel_times(b, phase)
     shared = sorted(set(times_a) & set(times_b))
     alignments = {layer: _align_first(times_a[layer], times_b[layer]) for layer in shared}
@@ -163,6 +164,30 @@ def _median(rows: Sequence[Row], key: str) -> float | None:
 def _spread(rows: Sequence[Row], key: str) -> float | None:
     values = [r[key] for r in rows if r.get(key) is not None]
     return float(max(values) - min(values)) if values else None
+
+
+def _note_drafters(a: RunRef, b: RunRef, phase: str | None, summary: Row, notes: list[str]) -> None:
+    """Speculative decoding: the layers compared are the targets'; the drafter's cost per step is a line beside
+    them (and `drafter_per_step` in the summary)."""
+    drafters = [_drafter(ref, phase) for ref in (a, b)]
+    if not any(drafters):
+        return
+    summary["drafter_per_step"] = drafters
+    sides = [
+        f"{d['passes']:g} passes, {d['kernels']:g} kernels, {d['busy_us']:g} µs busy" if d else "none" for d in drafters
+    ]
+    notes.append(
+        f"speculative decoding: the layers are the target's; the drafter per step (medians): {sides[0]} → {sides[1]}"
+    )
+
+
+def _drafter(ref: RunRef, phase: str | None) -> Row | None:
+    row = ref.con.execute(
+        """SELECT median(draft_passes), median(draft_kernels), round(median(draft_busy_us), 3) FROM step_metrics
+           WHERE run_id = ? AND NOT warmup AND draft_passes IS NOT NULL AND (? IS NULL OR phase = ?)""",
+        [ref.run_id, phase, phase],
+    ).fetchall()[0]
+    return None if row[0] is None else {"passes": row[0], "kernels": row[1], "busy_us": row[2]}
 
 
 def _note_layer_mismatch(a: RunRef, b: RunRef, rows_a: list[Row], rows_b: list[Row], notes: list[str]) -> None:
