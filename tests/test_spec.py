@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from kineto_builder import KinetoTrace
+from labelled_cases import labelled_cases
 
 import traceview
 
@@ -20,7 +21,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "sample_traces" / "corpus"), str(ROOT / "bench")]
 
 import spec_accuracy  # noqa: E402 - bench/spec_accuracy.py
-import zoo_accuracy  # noqa: E402 - bench/zoo_accuracy.py
 
 SPEC = ROOT / "sample_traces" / "spec"
 EAGER_DRAFTS = "transformers' eager drafting loop: its host glue between draft passes hides the step's unit"
@@ -33,15 +33,7 @@ MISSES = {
     "graph_deepseek": "a dense-then-MoE target: the drafter's passes are as long as its MoE layers",
     "mtp_deepseek": "MTP drafting after the verify: the step's unit is not found",
 }
-CASES = [
-    pytest.param(
-        labels,
-        trace,
-        id=labels.stem,
-        marks=[pytest.mark.xfail(reason=MISSES[labels.stem], strict=True)] if labels.stem in MISSES else [],
-    )
-    for labels, trace in zoo_accuracy.zoo_cases(SPEC)
-]
+CASES = labelled_cases(SPEC, MISSES)
 
 
 def test_the_speculative_traces_are_committed() -> None:

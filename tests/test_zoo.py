@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from labelled_cases import labelled_cases
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "sample_traces" / "corpus"), str(ROOT / "bench")]
@@ -36,15 +37,7 @@ MISSES = {
     "minimax_default_prefill": PREFILL_HYBRID,
     "olmo_hybrid_default_prefill": PREFILL_HYBRID,
 }
-CASES = [
-    pytest.param(
-        labels,
-        trace,
-        id=labels.stem,
-        marks=[pytest.mark.xfail(reason=MISSES[labels.stem], strict=True)] if labels.stem in MISSES else [],
-    )
-    for labels, trace in zoo_accuracy.zoo_cases(ZOO)
-]
+CASES = labelled_cases(ZOO, MISSES)
 
 
 def test_the_zoo_subset_is_committed() -> None:
