@@ -27,7 +27,9 @@ OVERLONG = 1.4  # a layer this many times the median length holds more than a la
 MIN_STEP_KERNELS = 10  # an annotated step needs this many kernels before one far from the rest is left out
 MIN_STRETCH_LAYERS = 2  # an uncovered stretch is searched for layers of its own when it can hold this many
 INNER_COVERAGE = 0.75  # share of a repeating unit its own layers cover for the unit to be a whole iteration
-PASSES_COVERAGE = 0.5  # the same, when its layers come as several runs (the passes of a drafter and a target)
+MIN_TARGET_LAYERS = 4  # a target's verify pass runs at least this many layers (a layer's own parts repeat less)
+MIN_GLUE = 3  # kernels between two forward passes at least: a final norm, the LM head, the next embedding
+PASSES_COVERAGE = 0.5  # the same, when the unit is a drafter's passes and a target's
 
 
 @dataclass(frozen=True)
@@ -97,6 +99,7 @@ class _Runs:
     last_starts: list[int]
     counts: list[int]
     typical: int
+    spans: list[tuple[int, int]]  # every layer span found, those left out of runs too
 
 
 def _runs(
@@ -121,7 +124,7 @@ def _runs(
             runs[-1][1:] = [end, start, runs[-1][3] + 1]
         else:
             runs.append([start, end, start, 1])
-    return _Runs([(a, b) for a, b, _, _ in runs], [r[2] for r in runs], [r[3] for r in runs], typical)
+    return _Runs([(a, b) for a, b, _, _ in runs], [r[2] for r in runs], [r[3] for r in runs], typical, spans)
 
 
 def _layers(
@@ -153,8 +156,8 @@ def _inner_layers(
     between a prologue and an epilogue; the experts of a layer's loop leave its attention out) and do not fill it
     from end to end (the layers of a hybrid unit: three linear-attention layers and a full one). `nested`: found
     by _layers inside the instance, and also taken when they are copies of one unit (a run of a drafter's passes)
-    or come as several runs of layers of at least MIN_BLOCK kernels covering PASSES_COVERAGE (a drafter's passes
-    and a target's). Identical instances are solved once (`cache`, keyed by their kernels)."""
+    or cover PASSES_COVERAGE of an instance that is a whole step of speculative decoding (step_drafts: a drafter's
+    passes and a target's). Identical instances are solved once (`cache`, keyed by their kernels)."""
     key = codes[lo:hi].tobytes()
     if key not in cache:
         cache[key] = []  # an instance is not searched again while it is being searched
@@ -174,10 +177,8 @@ def _nested_inner(
     inner = [(a - lo, b - lo) for a, b in _layers(codes, lo, hi, cache, nested=True)]
     covered = sum(b - a for a, b in inner) / max(hi - lo, 1)
     copies = len({codes[lo + a : lo + b].tobytes() for a, b in inner}) == 1 and len(inner) > 1
-    passes = sum(1 for (_, b), (a, _) in itertools.pairwise(inner) if a != b) + 1 if inner else 0
-    sized = bool(inner) and np.median([b - a for a, b in inner]) >= period.MIN_BLOCK
     good = (covered >= INNER_COVERAGE and (copies or not _all_layers(codes[lo:hi]))) or (
-        covered >= PASSES_COVERAGE and passes > 1 and sized
+        covered >= PASSES_COVERAGE and step_drafts(codes[lo:hi]) is not None
     )
     return inner if good else []
 
@@ -211,10 +212,12 @@ def _group(runs: list[tuple[int, int]], counts: list[int]) -> list[list[tuple[in
 def step_drafts(codes: np.ndarray) -> np.ndarray | None:
     """Per kernel of one step (its main stream, in order), its drafter's forward pass (NO_DRAFT for the target's
     kernels), or None when the step shows no drafter. The step's forward passes are its runs of layers: the longest
-    is the target's verify (when it has the most layers and no other pass is about as long); passes of fewer layers,
+    is the target's verify (when it has the most layers, at least MIN_TARGET_LAYERS, and no other pass is about as
+    long); passes of fewer layers,
     all of one count, are the drafter's (runs of several counts are layers of several kinds). A drafter's passes
     that run back to back form one run whose "layers" are whole passes (each holds layers of its own): each is a
-    pass. The drafter's kernels reach from the step's start (or the end of the target's pass) to the end of its last
+    pass. Between two passes lie an epilogue and a prologue (_whole_passes). The drafter's kernels reach from the
+    step's start (or the end of the target's pass) to the end of its last
     pass before the target's (or the step's end); each pass takes the glue before it (its prologue), and the last
     one before the target's its epilogue as long as the others' (_epilogue)."""
     cache: dict[bytes, list[tuple[int, int]]] = {}
@@ -224,11 +227,13 @@ def step_drafts(codes: np.ndarray) -> np.ndarray | None:
     sizes = [b - a for a, b in found.runs]
     longest = sizes.index(max(sizes))
     most = found.counts[longest]
-    if most < max(found.counts) or sum(_close(size, sizes[longest]) for size in sizes) > 1:
+    if most < max(MIN_TARGET_LAYERS, *found.counts) or sum(_close(size, sizes[longest]) for size in sizes) > 1:
         return None
     target = found.runs[longest]
     drafts = [r for r, c in zip(found.runs, found.counts, strict=True) if c < most]
     if len({c for c in found.counts if c < most}) > 1:  # a drafter's passes run the same layers each time
+        return None
+    if not _whole_passes(found):
         return None
     layer = (target[1] - target[0]) // most
     passes = list(itertools.chain.from_iterable(_draft_passes(codes, r, layer, cache) for r in drafts))
@@ -243,6 +248,17 @@ def step_drafts(codes: np.ndarray) -> np.ndarray | None:
     for index, (a, b) in enumerate(spans):
         draft_of[a:b] = index
     return draft_of
+
+
+def _whole_passes(found: _Runs) -> bool:
+    """Whether the step's runs of layers are whole forward passes: between two of them lie one's epilogue and the
+    next one's prologue, at least MIN_GLUE kernels (a final norm, the LM head, the next embedding) and no layer of
+    MIN_BLOCK kernels or more (a dense layer between dense and MoE ones, left out of the runs for its length)."""
+    for (_, end), (start, _) in itertools.pairwise(found.runs):
+        inside = any(end <= a and b <= start and b - a >= period.MIN_BLOCK for a, b in found.spans)
+        if start - end < MIN_GLUE or inside:
+            return False
+    return True
 
 
 def _epilogue(passes: list[tuple[int, int]]) -> int:
