@@ -24,6 +24,7 @@ from ..db import execute_with
 from . import passes
 
 MIN_STEPS = 2  # steps that must show a drafter, and at least half of them, for the run to have one
+SAMPLED = 5  # steps searched first, spread over the run
 
 
 def find_drafts(con: duckdb.DuckDBPyConnection) -> int:
@@ -55,27 +56,28 @@ def find_drafts(con: duckdb.DuckDBPyConnection) -> int:
 
 def _drafts_of_steps(data: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, int]:
     """The drafter's kernels of every step (identical steps solved once): their ids, passes, and how many steps
-    hold a drafter."""
+    hold a drafter. SAMPLED steps spread over the run are searched first: when none of them holds a drafter, no
+    other step is searched (a run with a drafter has one in at least half of its steps)."""
     ids, codes = np.asarray(data["activity_id"], dtype=np.int64), np.asarray(data["code"], dtype=np.int64)
     key = np.asarray(data["rank"], dtype=np.int64) * 2**32 + np.asarray(data["step"], dtype=np.int64)
     edges = np.flatnonzero(np.diff(key)) + 1 if len(key) else np.array([], dtype=np.int64)
+    bounds = list(itertools.pairwise([0, *edges, len(ids)])) if len(ids) else []
     cache: dict[bytes, np.ndarray | None] = {}
-    found_ids, found_passes, steps = [], [], 0
-    for lo, hi in itertools.pairwise([0, *edges, len(ids)] if len(ids) else []):  # one iteration per step
-        sequence = codes[lo:hi]
-        digest = sequence.tobytes()
+
+    def drafts(lo: int, hi: int) -> np.ndarray | None:
+        digest = codes[lo:hi].tobytes()
         if digest not in cache:
-            cache[digest] = passes.step_drafts(sequence)
-        draft_of = cache[digest]
-        if draft_of is None:
-            continue
-        steps += 1
-        mine = draft_of != passes.NO_DRAFT
-        found_ids.append(ids[lo:hi][mine])
-        found_passes.append(draft_of[mine])
-    if not found_ids:
+            cache[digest] = passes.step_drafts(codes[lo:hi])
+        return cache[digest]
+
+    sample = [bounds[i] for i in np.linspace(0, len(bounds) - 1, min(SAMPLED, len(bounds))).astype(int)]
+    if all(drafts(lo, hi) is None for lo, hi in sample):
         return np.array([], dtype=np.int64), np.array([], dtype=np.int64), 0
-    return np.concatenate(found_ids), np.concatenate(found_passes), steps
+    found = [(lo, hi, draft_of) for lo, hi in bounds if (draft_of := drafts(lo, hi)) is not None]
+    mine = [draft_of != passes.NO_DRAFT for _, _, draft_of in found]
+    kept_ids = [ids[lo:hi][m] for (lo, hi, _), m in zip(found, mine, strict=True)]
+    kept_passes = [draft_of[m] for (_, _, draft_of), m in zip(found, mine, strict=True)]
+    return np.concatenate(kept_ids), np.concatenate(kept_passes), len(found)
 
 
 def _join_by_span(con: duckdb.DuckDBPyConnection) -> None:
