@@ -27,6 +27,7 @@ from .choices import Kind
 from .diff_render import diff_document
 from .errors import TraceviewError, UsageError, os_problem
 from .ingest import IngestOptions, parse_memory_limit, parse_pattern, parse_steps, parse_time_window
+from .ingest.bounds import parse_max_expansion
 from .output import Format, printable, printable_lines, render
 from .segment import Method, SegmentOptions
 from .segment.report import INSTANCE_COLUMNS
@@ -117,6 +118,10 @@ def ingest(
     keep_host: Annotated[
         bool, typer.Option(help="Store each rank's host name (it identifies the machine; left out by default).")
     ] = False,
+    max_expansion: Annotated[
+        str,
+        typer.Option(help="Most data per byte of input (decompressed JSON, Parquet rows): a ratio, or none."),
+    ] = "64",
     parquet: Annotated[
         Path | None,
         typer.Option(help="Also write the run as a Parquet dataset (DIR/<table>/run_id=N/rank=R/) to query in place."),
@@ -145,6 +150,7 @@ def ingest(
             jobs=jobs,
             memory_limit=parse_memory_limit(memory_limit),
             keep_host=keep_host,
+            max_expansion=parse_max_expansion(max_expansion),
         )
         segment_options = _segment_options(method, layer_pattern, step_pattern, layers, model_config)
         summary = api.ingest(traces, output, options, segment_options, parquet)

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from ..errors import BadInputError, TraceviewError, UsageError, is_text, os_problem
 from ..stepsel import format_steps
 from ..version import __version__
+from .bounds import RATIO
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -204,6 +205,8 @@ class IngestOptions:
     memory_limit: int | None = None
     # Store each rank's host name (--keep-host). Off by default: a host name identifies the machine and its owner.
     keep_host: bool = False
+    # The cost model's ratio of data to file bytes (--max-expansion; ingest/bounds.py); None: no bound.
+    max_expansion: float | None = RATIO
 
 
 class RetryCarefully(Exception):

@@ -275,7 +275,7 @@ def _stage_streamed(con: duckdb.DuckDBPyConnection, trace_file: Path, options: I
         _threads(con),
         lambda rest, after_element: array_end(rest, header.bare_array, after_element),
         jsonstream.expected_size(trace_file),
-        jsonstream.json_limit(trace_file),
+        jsonstream.json_limit(trace_file, options.max_expansion),
     )
     with pipes as paths:
         try:

@@ -31,7 +31,7 @@ import pyarrow as pa
 
 from ..db import execute_with
 from ..errors import BadInputError, ToolMissingError
-from . import IngestOptions
+from . import IngestOptions, bounds
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
@@ -83,7 +83,7 @@ NOT_AN_EXPORT = "give the .sqlite written by `nsys export --type sqlite` (or its
 @contextmanager
 def open_export(con: duckdb.DuckDBPyConnection, path: Path, tmp: Path, options: IngestOptions) -> Iterator[Export]:
     if path.is_dir():
-        with _parquet_export(con, path) as export:
+        with _parquet_export(con, path, options.max_expansion) as export:
             yield _checked(export)
         return
     with open(path, "rb") as handle:
@@ -95,8 +95,10 @@ def open_export(con: duckdb.DuckDBPyConnection, path: Path, tmp: Path, options: 
         sqlite_path = export_report(path, tmp, options)
     else:
         _check_not_truncated(path, head)
-    try:
-        conn = sqlite_dbapi.connect(f"file:{sqlite_path}?mode=ro")
+        _check_no_wal(path)
+        bounds.check_sqlite(path, options.max_expansion)
+    try:  # immutable: SQLite writes nothing beside the file (no -shm or -wal of a WAL-mode export), takes no lock
+        conn = sqlite_dbapi.connect(f"{sqlite_path.absolute().as_uri()}?mode=ro&immutable=1")
     except adbc_driver_manager.Error as error:
         raise BadInputError(path, f"cannot open the SQLite file ({_first_line(error)})", NOT_AN_EXPORT) from error
     with closing(conn):
@@ -111,10 +113,13 @@ def open_export(con: duckdb.DuckDBPyConnection, path: Path, tmp: Path, options: 
 
 
 @contextmanager
-def _parquet_export(con: duckdb.DuckDBPyConnection, path: Path) -> Iterator[Export]:
-    """A `nsys export --type parquetdir` directory: one temporary view per TABLE.parquet, dropped afterwards."""
+def _parquet_export(con: duckdb.DuckDBPyConnection, path: Path, ratio: float | None) -> Iterator[Export]:
+    """A `nsys export --type parquetdir` directory: one temporary view per TABLE.parquet, dropped afterwards; each
+    file's rows first checked against its size (bounds.check_parquet)."""
     files = {f.stem: f for f in sorted(path.glob("*.parquet")) if re.fullmatch(r"\w+", f.stem)}
     _refuse_traceview_names(con, files)
+    for file in files.values():
+        bounds.check_parquet(file, ratio)
     columns = {}
     try:
         try:
@@ -153,6 +158,18 @@ def _checked(export: Export) -> Export:
             NOT_AN_EXPORT,
         )
     return export
+
+
+def _check_no_wal(path: Path) -> None:
+    """A WAL-mode export with a non-empty PATH-wal beside it is still being written (or its writer was killed): the
+    file alone, opened immutable, lacks the rows in the WAL."""
+    wal = path.with_name(path.name + "-wal")
+    if wal.is_file() and wal.stat().st_size > 0:
+        raise BadInputError(
+            path,
+            f"the export is not complete ({wal.name} beside it holds rows not yet in the file)",
+            "wait for nsys export to finish, or open the file once with sqlite3 to merge its WAL",
+        )
 
 
 def _check_not_truncated(path: Path, head: bytes) -> None:
