@@ -8,7 +8,6 @@ an interrupted or failed ingest leaves what was there before.
 from __future__ import annotations
 
 import contextlib
-import glob
 import hashlib
 import os
 import re
@@ -24,7 +23,7 @@ import duckdb
 
 from . import interrupts
 from .errors import DatabaseError, is_text, os_problem
-from .scratch import process_exists, scratch_directory
+from .scratch import Owned, scratch_directory, sweep
 from .version import SCHEMA_VERSION
 
 # What every connection allows. A database may come from anyone (attached to a bug report, a CI baseline), and
@@ -362,7 +361,8 @@ def write_session(
 ) -> Iterator[duckdb.DuckDBPyConnection]:
     """A connection whose changes all land, or none do.
 
-    New database: built in `PATH.tmp-PID`, renamed over PATH on success, deleted on failure.
+    New database: built in `PATH.tmp-RANDOM` (owned: see scratch.Owned), renamed over PATH on success, deleted on
+    failure.
     Existing database: one transaction, committed on success and rolled back on failure (DuckDB's WAL
     keeps the previous state if the process is killed). Every view and macro it stored is dropped first (see
     _drop_stored_code): the caller installs the SQL library again (sqllib.install).
@@ -460,9 +460,19 @@ def _existing_session(path: Path, access: Access) -> Iterator[duckdb.DuckDBPyCon
 
 @contextlib.contextmanager
 def _new_session(path: Path, access: Access) -> Iterator[duckdb.DuckDBPyConnection]:
-    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
-    _remove_stale_twins(path)
-    _remove_db_files(tmp)
+    twin = f"{path.name}.tmp-"
+    sweep(path.parent, twin, _remove_db_files)  # twins of ingests that were killed (kill -9 skips every cleanup)
+    owned = Owned(path.parent, twin)
+    try:
+        with _built(path, owned.path, access) as con:
+            yield con
+    finally:
+        owned.release(_remove_db_files)
+
+
+@contextlib.contextmanager
+def _built(path: Path, tmp: Path, access: Access) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A new database built at `tmp`, moved to `path` when the block ends; removed on any failure."""
     try:
         con = duckdb_connect(str(tmp), False, access)
     except duckdb.Error as error:  # no such directory, not writable, no space, ...
@@ -539,16 +549,6 @@ def _move_into_place(tmp: Path, path: Path) -> None:
         os.replace(tmp, path)
     else:
         tmp.unlink()
-
-
-def _remove_stale_twins(path: Path) -> None:
-    """Remove PATH.tmp-PID files (and their .wal) left by an ingest that was killed (kill -9 skips every cleanup),
-    when no process PID runs any more; a twin of a running ingest stays."""
-    for twin in path.parent.glob(glob.escape(path.name) + ".tmp-*"):
-        pid = twin.name.removeprefix(path.name + ".tmp-").removesuffix(".wal")
-        if pid.isdigit() and not process_exists(int(pid)):
-            with contextlib.suppress(OSError):
-                twin.unlink(missing_ok=True)
 
 
 def _remove_db_files(path: Path) -> None:
