@@ -25,7 +25,7 @@ from . import diff as diff_stage
 from . import interrupts, streams
 from .choices import Kind
 from .diff_render import diff_document
-from .errors import TraceviewError, UsageError, os_problem
+from .errors import MORE_MEMORY, TraceviewError, UsageError, memory_problem, os_problem
 from .ingest import IngestOptions, parse_memory_limit, parse_pattern, parse_steps, parse_time_window
 from .ingest.bounds import parse_max_expansion
 from .output import Format, printable, printable_lines, render
@@ -529,6 +529,9 @@ def main() -> None:
     """Entry point: run the app, turning library errors into one line and an exit code."""
     streams.standard_streams()
     interrupts.install()
+    # numpy's OpenBLAS starts a thread and reserves a buffer per core when it loads, which traceview never uses: under
+    # an address-space limit (ulimit -v) those alone made it fail outside any error it could word.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     warnings.showwarning = _show_warning
     # A name drawn in a picture with a character its font lacks (CJK, emoji, a control character) is drawn as a box.
     warnings.filterwarnings("ignore", message="Glyph .* missing from font")
@@ -573,6 +576,10 @@ def _exit_on_worded_error(error: Exception) -> None:
     if isinstance(error, OSError):  # one the library did not word itself
         problem, remedy = os_problem(error) or ("failed", "check the path")
         say(f"error: {error.filename or 'traceview'}: {problem} — {remedy}")
+        sys.exit(2)
+    lack = memory_problem(error)
+    if lack is not None:
+        say(f"error: traceview: out of memory ({lack}) — {MORE_MEMORY}")
         sys.exit(2)
     from . import db
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 import os
 import re
 import tempfile
@@ -38,6 +39,7 @@ CHANGEABLE = ["enable_progress_bar", "memory_limit", "preserve_insertion_order"]
 
 MIN_MEMORY_BUDGET = 1 << 30  # below this, a small trace's ingest would spill for nothing
 RAM_SHARE = 0.8  # DuckDB's own default limit: 80% of physical memory
+AS_SHARE = 0.25  # under an address-space limit (ulimit -v), DuckDB's share of what is left of it
 # sha256 of the CREATE TABLE statements DuckDB keeps for schema.sql's tables, as _tables_digest writes them. Every
 # command checks a database's tables against it (3 ms) instead of building schema.sql in memory (0.12 s);
 # tests/test_startup.py checks it against schema.sql.
@@ -396,7 +398,22 @@ def memory_budget(data_bytes: int) -> int:
     cannot spill enough fails with duckdb.OutOfMemoryException (api.ingest then ingests again without a cap).
     """
     physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    return int(min(max(MIN_MEMORY_BUDGET, data_bytes), RAM_SHARE * physical))
+    return int(min(max(MIN_MEMORY_BUDGET, data_bytes), RAM_SHARE * physical, _address_space_left() * AS_SHARE))
+
+
+def _address_space_left() -> float:
+    """Bytes of address space this process may still map under its limit (`ulimit -v`), or infinity. Under a
+    limit, DuckDB's cap must leave room for what it allocates outside its buffers (and the threads' stacks): past
+    the limit, an allocation in one of its threads fails with bad_alloc and aborts the process, where one under its
+    cap fails with a worded error."""
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft == resource.RLIM_INFINITY:
+        return math.inf
+    with open("/proc/self/statm") as statm:
+        mapped = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    return max(soft - mapped, 0)
 
 
 @contextlib.contextmanager
@@ -475,6 +492,9 @@ def _built(path: Path, tmp: Path, access: Access) -> Iterator[duckdb.DuckDBPyCon
     """A new database built at `tmp`, moved to `path` when the block ends; removed on any failure."""
     try:
         con = duckdb_connect(str(tmp), False, access)
+    except duckdb.OutOfMemoryException:
+        _remove_db_files(tmp)
+        raise  # api.ingest words it
     except duckdb.Error as error:  # no such directory, not writable, no space, ...
         _remove_db_files(tmp)  # DuckDB may have created it before failing (0 bytes on a full disk)
         reason = str(error).splitlines()[0].replace(str(tmp), str(path))

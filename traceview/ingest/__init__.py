@@ -555,12 +555,20 @@ def load_run(con: duckdb.DuckDBPyConnection, source: Source, label: str, options
         _check_steps(con, run_id, options.steps, source)
     if options.time_window is not None or options.steps:
         window = options.time_window
+        span = common.event_span(con, run_id)
         common.apply_window(
             con,
             run_id,
             None if window is None else (window.start_ns, window.end_ns, window.relative),
             options.steps,
         )
+        if window is not None and span is not None and common.event_span(con, run_id) is None:
+            raise BadInputError(
+                source.path,
+                f"--time-window {window.describe()} selects nothing of the trace",
+                f"its events span 0-{span[1] - span[0]}ns from the first (@{span[0]}-@{span[1]}ns on its clock); "
+                "give a window inside it",
+            )
     common.finish_run(con, run_id, ranges_nested=loaded.ranges_nested)
     return run_id
 

@@ -199,8 +199,16 @@ class EventPipes:
             for i, (path, q) in enumerate(zip(self.paths, self._queues, strict=True))
         ]
         self._threads.append(threading.Thread(target=self._produce, daemon=True, name="traceview-producer"))
-        for thread in self._threads:
-            thread.start()
+        try:
+            for thread in self._threads:
+                thread.start()
+        except BaseException:  # no thread to be had (no memory left for its stack): the writers started end empty
+            self._threads = [t for t in self._threads if t.ident is not None]
+            self._cancel.set()
+            for q in self._queues:
+                self._put(q, None, force=True)
+            self.__exit__(None, None, None)
+            raise
         return self.paths
 
     def cancel(self) -> None:

@@ -17,6 +17,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 from collections.abc import Iterator
 from contextlib import closing, contextmanager, suppress
@@ -46,6 +47,7 @@ VERSION = re.compile(r"(20\d\d)\.(\d+)\.(\d+)(?:\.(\d+))?")
 REPORT_VERSION = re.compile(rb"(?<![\d.])(20\d\d\.\d+\.\d+\.\d+)(?![\d.])")
 REPORT_SCAN_BYTES = 1 << 20
 BATCH_ROWS = 65536  # rows per Arrow record batch streamed from SQLite
+EXPORT_TIMEOUT_S = 3600  # the longest `nsys export` of a report may take (a 1 GB report takes minutes)
 STAGED_TYPES = {"i": "BIGINT", "n": "INTEGER", "t": "VARCHAR"}  # the column kinds of stage()
 
 
@@ -380,7 +382,13 @@ def export_report(report: Path, tmp: Path, options: IngestOptions) -> Path:
     if options.progress:
         options.progress(f"exporting {report.name} with nsys {installed}", 0, 0)
     command = [nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "--output", str(out), str(report)]
-    done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace")
+    done = _run_in_group(command, EXPORT_TIMEOUT_S)
+    if done is None:
+        raise ToolMissingError(
+            report,
+            f"nsys {installed} did not finish exporting the report within {EXPORT_TIMEOUT_S:,} s (stopped)",
+            f"run `{export_command(report)}` yourself and ingest the .sqlite",
+        )
     if done.returncode != 0 or not out.is_file():
         said = (done.stderr.strip() or done.stdout.strip()).splitlines()
         raise ToolMissingError(
@@ -389,6 +397,29 @@ def export_report(report: Path, tmp: Path, options: IngestOptions) -> Path:
             f"run `{export_command(report)}` with {needs} and ingest the .sqlite",
         )
     return out
+
+
+def _run_in_group(command: list[str], timeout_s: float) -> subprocess.CompletedProcess[str] | None:
+    """Run `command` in a process group of its own; None when it ran past `timeout_s`. Whatever stops the wait (the
+    timeout, Ctrl-C, SIGTERM) kills the whole group: nsys starts helper processes that would outlive it."""
+    process = subprocess.Popen(
+        command,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        errors="replace",
+        start_new_session=True,
+    )
+    try:
+        stdout, stderr = process.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return None
+    finally:
+        with suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)  # its helpers, also after a clean exit
+        process.communicate()
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
 
 
 def find_nsys(options: IngestOptions) -> str | None:
