@@ -604,13 +604,16 @@ def _exit_interrupted() -> None:
 
 
 def _exit_on_usage_error(error: Exception) -> None:
-    """Show a click usage error (unknown command, bad option) as click would, and exit with its code."""
+    """A click usage error (unknown command, bad option) as one line, `error: what is wrong — see --help`, with its
+    exit code (click's own shows three lines and a blank one)."""
     code = getattr(error, "exit_code", None)
     if not isinstance(code, int):
         return
-    show = getattr(error, "show", None)
-    if callable(show):
-        show()
+    message = getattr(error, "format_message", None)
+    if callable(message):
+        context = getattr(error, "ctx", None)
+        where = context.command_path if context is not None else "traceview"
+        say(f"error: {' '.join(str(message()).split())} — see `{where} --help`")
     sys.exit(code)
 
 
