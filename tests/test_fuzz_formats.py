@@ -1,0 +1,52 @@
+"""Fuzzing beyond trace JSON and SQLite exports (a bounded sample for CI; `python bench/fuzz.py` runs 1,000 cases
+over every format): nsys Parquet directories, databases someone hands you, and command lines either work or fail in
+one line naming the file, change no input, leave nothing behind (tests/fuzzing_formats.py, tests/fuzz_runner.py)."""
+
+from __future__ import annotations
+
+import random
+from functools import cache
+from pathlib import Path
+
+import fuzz_runner
+import fuzzing
+import fuzzing_formats
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from traceview import api
+
+FUZZ = settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
+
+
+@cache
+def base_database(folder: str) -> bytes:
+    path = Path(folder) / "base.db"
+    api.ingest([fuzzing.BASE_TRACE], path)
+    return path.read_bytes()
+
+
+def judged(runner: fuzz_runner.CaseRunner, case: fuzzing.Case) -> None:
+    outcome = runner.run(case)
+    assert outcome.kind in ("ok", "clean_error"), f"{case.kind} {case.mutations}: {outcome.detail}"
+
+
+@FUZZ
+@given(rng=st.randoms(use_true_random=False))
+def test_mutated_parquet_exports_ingest_or_fail_cleanly(runner: fuzz_runner.CaseRunner, rng: random.Random) -> None:
+    judged(runner, fuzzing_formats.parquet_case(rng))
+
+
+@FUZZ
+@given(rng=st.randoms(use_true_random=False))
+def test_mutated_databases_read_or_fail_cleanly(
+    runner: fuzz_runner.CaseRunner, rng: random.Random, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    judged(runner, fuzzing_formats.database_case(rng, base_database(str(tmp_path_factory.getbasetemp()))))
+
+
+@FUZZ
+@given(rng=st.randoms(use_true_random=False))
+def test_random_command_lines_run_or_fail_in_one_line(runner: fuzz_runner.CaseRunner, rng: random.Random) -> None:
+    judged(runner, fuzzing_formats.cli_case(rng))
