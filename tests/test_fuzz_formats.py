@@ -11,11 +11,13 @@ from pathlib import Path
 import fuzz_runner
 import fuzzing
 import fuzzing_formats
+import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from traceview import api
+from traceview.errors import BadInputError
 
 FUZZ = settings(max_examples=6, deadline=None, suppress_health_check=list(HealthCheck))
 
@@ -50,3 +52,17 @@ def test_mutated_databases_read_or_fail_cleanly(
 @given(rng=st.randoms(use_true_random=False))
 def test_random_command_lines_run_or_fail_in_one_line(runner: fuzz_runner.CaseRunner, rng: random.Random) -> None:
     judged(runner, fuzzing_formats.cli_case(rng))
+
+
+def test_a_parquet_export_lacking_a_column_traceview_reads_is_one_line(tmp_path: Path) -> None:
+    """Found by the fuzzer: a BinderException (and, for a damaged file, DuckDB's bare Error) went up as it was."""
+    export = tmp_path / "export.parquet"
+    export.mkdir()
+    for name, data in fuzzing_formats.parquet_seed():
+        (export / name).write_bytes(data)
+    kernels = export / "CUPTI_ACTIVITY_KIND_KERNEL.parquet"
+    table = pq.read_table(kernels)
+    pq.write_table(table.drop_columns(["blockX"]), kernels)
+    with pytest.raises(BadInputError, match="not laid out as traceview expects"):
+        api.ingest([export], tmp_path / "run.db")
+    assert not (tmp_path / "run.db").exists()

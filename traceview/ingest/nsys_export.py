@@ -198,6 +198,8 @@ def rows(export: Export, sql: str) -> list[tuple[Any, ...]]:
             return list(zip(*(column.to_pylist() for column in table.columns), strict=True))
     except READ_ERRORS as error:
         raise _damaged(export.shown, error) from error
+    except duckdb.Error as error:
+        raise _parquet_problem(export, error) or error from error
 
 
 def _damaged(path: Path, error: Exception) -> BadInputError:
@@ -238,13 +240,30 @@ def stage(
     except adbc_driver_manager.ProgrammingError as error:
         if "malformed" in str(error):
             raise _damaged(export.shown, error) from error
-        raise BadInputError(
-            export.shown,
-            f"the export's tables are not laid out as traceview expects ({_first_line(error)})",
-            "export the report with nsys 2022.4 to 2026.x, or report the nsys version that wrote it",
-        ) from error
+        raise _not_laid_out(export.shown, error) from error
     except READ_ERRORS as error:
         raise _damaged(export.shown, error) from error
+    except duckdb.Error as error:
+        raise _parquet_problem(export, error) or error from error
+
+
+def _not_laid_out(path: Path, error: Exception) -> BadInputError:
+    return BadInputError(
+        path,
+        f"the export's tables are not laid out as traceview expects ({_first_line(error)})",
+        "export the report with nsys 2022.4 to 2026.x, or report the nsys version that wrote it",
+    )
+
+
+def _parquet_problem(export: Export, error: duckdb.Error) -> BadInputError | None:
+    """The one-line error for DuckDB failing on a Parquet export's files: a column traceview reads is missing or of
+    another kind (a binder error), else the files are damaged; None for the SQLite path's own DuckDB, and for what
+    is no fault of the files (out of memory, an interruption)."""
+    if export.duck is None or isinstance(error, duckdb.OutOfMemoryException | duckdb.InterruptException):
+        return None
+    if isinstance(error, duckdb.BinderException):
+        return _not_laid_out(export.shown, error)
+    return _damaged(export.shown, error)
 
 
 @contextmanager
