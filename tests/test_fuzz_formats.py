@@ -8,11 +8,13 @@ import random
 from functools import cache
 from pathlib import Path
 
+import duckdb
 import fuzz_runner
 import fuzzing
 import fuzzing_formats
 import pyarrow.parquet as pq
 import pytest
+from hostile_traces import assert_one_line_error, traceview
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -66,3 +68,13 @@ def test_a_parquet_export_lacking_a_column_traceview_reads_is_one_line(tmp_path:
     with pytest.raises(BadInputError, match="not laid out as traceview expects"):
         api.ingest([export], tmp_path / "run.db")
     assert not (tmp_path / "run.db").exists()
+
+
+def test_a_database_with_times_no_ingest_writes_is_one_line(tmp_path: Path) -> None:
+    """Found by the fuzzer: `layers` on a database whose step ends were set to the least BIGINT overflowed in DuckDB
+    (OutOfRangeException), a traceback."""
+    db = tmp_path / "shared.db"
+    db.write_bytes(base_database(str(tmp_path)))
+    with duckdb.connect(str(db)) as con:
+        con.execute("UPDATE steps SET end_ns = -9223372036854775808")
+    assert_one_line_error(traceview("layers", db), db, "values no ingest writes", "Overflow")

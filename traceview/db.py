@@ -339,15 +339,25 @@ def verify_intact(con: duckdb.DuckDBPyConnection, path: Path) -> None:
 
 def damage_error(error: BaseException, paths: list[Path] | None = None) -> DatabaseError | None:
     """The one-line error for a damaged database file (`paths`, by default those this process opened), when
-    `error` is DuckDB finding damage; else None."""
-    if not isinstance(error, duckdb.Error) or not any(sign in str(error) for sign in _DAMAGE_SIGNS):
+    `error` is DuckDB finding damage, or values no ingest writes (times near the ends of BIGINT, which overflow the
+    arithmetic of the queries: a database changed by hand); else None."""
+    if not isinstance(error, duckdb.Error):
         return None
     where = " or ".join(dict.fromkeys(str(p) for p in (paths if paths is not None else _OPENED))) or None
-    return DatabaseError(
-        where,
-        f"the database file is damaged ({str(error).strip().splitlines()[0]})",
-        "ingest the traces again into a new -o file (a disk or copy error damaged this one)",
-    )
+    detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    if any(sign in str(error) for sign in _DAMAGE_SIGNS):
+        return DatabaseError(
+            where,
+            f"the database file is damaged ({detail})",
+            "ingest the traces again into a new -o file (a disk or copy error damaged this one)",
+        )
+    if isinstance(error, duckdb.OutOfRangeException | duckdb.ConversionException):
+        return DatabaseError(
+            where,
+            f"the database holds values no ingest writes ({detail})",
+            "it was changed by hand or damaged: ingest the traces again into a new -o file",
+        )
+    return None
 
 
 def create_schema(con: duckdb.DuckDBPyConnection) -> None:
