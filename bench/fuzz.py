@@ -52,7 +52,7 @@ def base_database() -> bytes:
     from traceview import api
 
     with tempfile.TemporaryDirectory(prefix="traceview-fuzz-base-") as tmp:
-        api.ingest([fuzzing.BASE_TRACE], Path(tmp) / "base.db")
+        api.ingest([fuzzing_formats.DATABASE_SEED], Path(tmp) / "base.db")
         return (Path(tmp) / "base.db").read_bytes()
 
 

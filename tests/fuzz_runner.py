@@ -101,11 +101,11 @@ def stats_of(path: Path) -> dict[str, float]:
 
 
 @cache
-def _base_database(workdir: str) -> Path:
+def _base_database(workdir: str, trace: Path = BASE_TRACE) -> Path:
     from traceview import api
 
-    path = Path(workdir) / "base.db"
-    api.ingest([BASE_TRACE], path)
+    path = Path(workdir) / f"base-{trace.name}.db"
+    api.ingest([trace], path)
     return path
 
 
@@ -218,8 +218,10 @@ def _run_command(case: Case, case_dir: Path, workdir: Path) -> Outcome:
     import subprocess
     import sys
 
+    from fuzzing_formats import DATABASE_SEED
+
     places = {"{db}": case_dir / "run.db", "{trace}": case_dir / "trace.json.gz", "{out}": case_dir / "out.json"}
-    shutil.copyfile(_base_database(str(workdir)), places["{db}"])
+    shutil.copyfile(_base_database(str(workdir), DATABASE_SEED), places["{db}"])
     shutil.copyfile(BASE_TRACE, places["{trace}"])
     argv = [str(places.get(arg, arg)) for arg in case.argv]
     command = [sys.executable, "-m", "traceview.cli", *argv]

@@ -20,9 +20,10 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from fuzzing import BASE_TRACE, HOSTILE_STRINGS, SAMPLES, Case, b_flip_bytes, b_truncate
+from fuzzing import HOSTILE_STRINGS, SAMPLES, Case, b_flip_bytes, b_truncate
 
 PARQUET_SEED = SAMPLES / "graph.parquet.tar.gz"
+DATABASE_SEED = SAMPLES / "graph.pt.trace.json.gz"  # small, with steps and layers: what database cases start from
 READ_TABLES = ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS", "StringIds")
 
 # ---------------------------------------------------------------------------------------------------------
@@ -200,7 +201,7 @@ def database_case(rng: random.Random, base_db: bytes) -> Case:
         base_db,
         "shared.db",
         mutations=tuple(applied),
-        seed_file=str(BASE_TRACE),
+        seed_file=str(DATABASE_SEED),
         kind="database",
         sql=tuple(statements),
         byte_seed=rng.randrange(2**32) if flip else None,
@@ -257,4 +258,4 @@ def cli_case(rng: random.Random) -> Case:
         del args[rng.randrange(len(args))]
     for _ in range(rng.choice([0, 1, 1, 2, 3])):
         args += [rng.choice(OPTIONS[command]), rng.choice([*VALUES, *ARG_TEXTS])]
-    return Case(b"", "", mutations=(command, *args), seed_file=str(BASE_TRACE), kind="cli", argv=(command, *args))
+    return Case(b"", "", mutations=(command, *args), seed_file=str(DATABASE_SEED), kind="cli", argv=(command, *args))

@@ -27,7 +27,7 @@ FUZZ = settings(max_examples=6, deadline=None, suppress_health_check=list(Health
 @cache
 def base_database(folder: str) -> bytes:
     path = Path(folder) / "base.db"
-    api.ingest([fuzzing.BASE_TRACE], path)
+    api.ingest([fuzzing_formats.DATABASE_SEED], path)
     return path.read_bytes()
 
 
