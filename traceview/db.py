@@ -407,8 +407,12 @@ def memory_budget(data_bytes: int) -> int:
     what DuckDB can spill (its tables, sorts, joins) is bounded; Python's own memory is not. A statement that
     cannot spill enough fails with duckdb.OutOfMemoryException (api.ingest then ingests again without a cap).
     """
-    physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    return int(min(max(MIN_MEMORY_BUDGET, data_bytes), RAM_SHARE * physical, _address_space_left() * AS_SHARE))
+    return int(min(max(MIN_MEMORY_BUDGET, data_bytes), machine_share(), _address_space_left() * AS_SHARE))
+
+
+def machine_share() -> int:
+    """DuckDB's own default memory limit: RAM_SHARE of the machine's physical memory, in bytes."""
+    return int(RAM_SHARE * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
 
 
 def _address_space_left() -> float:

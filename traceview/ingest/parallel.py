@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 import duckdb
 
 from .. import errors
-from ..db import RAM_SHARE, checkpoint, create_schema, duckdb_connect, execute_with, ingest_access, memory_budget
+from ..db import checkpoint, create_schema, duckdb_connect, execute_with, ingest_access, machine_share, memory_budget
 from ..errors import BadInputError, TraceviewError
 from ..scratch import scratch_directory
 from . import IngestOptions, RetryCarefully, Source, jsonstream, kineto_batch
@@ -116,7 +116,7 @@ def _budget(options: IngestOptions, source: Source) -> int:
         return options.memory_limit
     if options.memory_limit is None:
         return memory_budget(source.data_bytes)
-    return int(RAM_SHARE * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    return machine_share()
 
 
 def _part_bytes(part: Batch) -> int:
