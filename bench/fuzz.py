@@ -1,6 +1,7 @@
 """The long fuzz run: mutate real traces, ingest each mutant, count outcomes, keep every failing input.
 
-    python bench/fuzz.py --cases 10000               # Kineto and nsys (when the nsys backend exists)
+    python bench/fuzz.py --cases 1000                # every format: Kineto JSON, nsys SQLite and Parquet,
+                                                     # databases someone hands you, command lines
     python bench/fuzz.py --cases 2000 --backend nsys --jobs 2 --seed 7
     python bench/fuzz.py --salvage-sweep             # every truncation offset of a small trace
     python bench/fuzz.py --memory                    # peak RSS on ~1 GB of skipped events, one 200 MB event
@@ -9,16 +10,19 @@
 Each case is made from `--seed` and its number, so `--only N` replays case N. Cases run in `--jobs`
 worker processes, each with a per-case timeout; failures (any exception other than a one-line
 TraceviewError, a hang, a partial or changed database) are written to `--failures DIR` as the input
-file plus case.json (mutations, seed, what went wrong). The mutators live in tests/fuzzing.py.
+file plus case.json (mutations, seed, what went wrong; `--only N` with the same --backend and --seed replays it).
+The mutators live in tests/fuzzing.py and tests/fuzzing_formats.py.
 """
 
 from __future__ import annotations
 
 import argparse
 import collections
+import functools
 import json
 import random
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -27,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 import fuzz_runner
 import fuzzing
+import fuzzing_formats
 
 
 def nsys_available() -> bool:
@@ -38,10 +43,30 @@ def nsys_available() -> bool:
     return True
 
 
+FORMATS = ("kineto", "nsys", "parquet", "database", "cli")
+
+
+@functools.cache
+def base_database() -> bytes:
+    """The bytes of a database ingested from the base trace: what database cases attack."""
+    from traceview import api
+
+    with tempfile.TemporaryDirectory(prefix="traceview-fuzz-base-") as tmp:
+        api.ingest([fuzzing_formats.DATABASE_SEED], Path(tmp) / "base.db")
+        return (Path(tmp) / "base.db").read_bytes()
+
+
 def make_case(backend: str, seed: int, number: int) -> fuzzing.Case:
     """Case `number` of the run seeded `seed` (deterministic)."""
     rng = random.Random(f"{seed}:{backend}:{number}")
-    return fuzzing.kineto_case(rng) if backend == "kineto" else fuzzing.nsys_case(rng)
+    makers = {
+        "kineto": lambda: fuzzing.kineto_case(rng),
+        "nsys": lambda: fuzzing.nsys_case(rng),
+        "parquet": lambda: fuzzing_formats.parquet_case(rng),
+        "database": lambda: fuzzing_formats.database_case(rng, base_database()),
+        "cli": lambda: fuzzing_formats.cli_case(rng),
+    }
+    return makers[backend]()
 
 
 def summary_line(detail: str) -> str:
@@ -55,7 +80,8 @@ def save_failure(
 ):
     target = directory / f"{backend}-{number:06d}"
     target.mkdir(parents=True, exist_ok=True)
-    (target / case.file_name).write_bytes(case.data)
+    if case.file_name:
+        (target / case.file_name).write_bytes(case.data)
     description = {
         "backend": backend,
         "case": number,
@@ -65,6 +91,9 @@ def save_failure(
         "existing_db": case.existing_db,
         "mutations": case.mutations,
         "seed_file": case.seed_file,
+        "kind": case.kind,
+        "argv": case.argv,
+        "sql": case.sql,
         "outcome": outcome.kind,
         "detail": outcome.detail,
     }
@@ -207,9 +236,7 @@ def replay(args: argparse.Namespace) -> int:
     with fuzz_runner.CaseRunner(timeout_s=args.timeout) as runner:
         for saved in sorted(p.parent for p in args.replay.glob("*/case.json")):
             meta = json.loads((saved / "case.json").read_text())
-            trace = next(p for p in saved.iterdir() if p.name != "case.json")
-            case = fuzzing.Case(trace.read_bytes(), trace.name, meta["salvage"], meta["existing_db"])
-            outcome = runner.run(case)
+            outcome = runner.run(make_case(meta["backend"], meta["seed"], meta["case"]))  # made again from its seed
             still += outcome.kind in ("failure", "hang")
             print(f"{saved.name}: {outcome.kind} {summary_line(outcome.detail)}")
     return 1 if still else 0
@@ -218,7 +245,7 @@ def replay(args: argparse.Namespace) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--cases", type=int, default=10000, help="number of cases (default 10000)")
-    parser.add_argument("--backend", default="kineto,nsys", help="comma-separated: kineto, nsys")
+    parser.add_argument("--backend", default=",".join(FORMATS), help=f"comma-separated: {', '.join(FORMATS)}")
     parser.add_argument("--seed", type=int, default=0, help="seed of the run (default 0)")
     parser.add_argument("--only", type=int, help="replay just this case number")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")

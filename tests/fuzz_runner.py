@@ -101,49 +101,142 @@ def stats_of(path: Path) -> dict[str, float]:
 
 
 @cache
-def _base_database(workdir: str) -> Path:
+def _base_database(workdir: str, trace: Path = BASE_TRACE) -> Path:
     from traceview import api
 
-    path = Path(workdir) / "base.db"
-    api.ingest([BASE_TRACE], path)
+    path = Path(workdir) / f"base-{trace.name}.db"
+    api.ingest([trace], path)
     return path
 
 
 def run_case(case: Case, workdir: Path) -> Outcome:
-    """Ingest `case` in this process and judge the result (the caller enforces the timeout)."""
+    """Run `case` in this process as its kind says and judge the result (the caller enforces the timeout)."""
+    case_dir = Path(tempfile.mkdtemp(prefix="case-", dir=workdir))
+    try:
+        if case.kind == "database":
+            return _read_database(case, case_dir)
+        if case.kind == "cli":
+            return _run_command(case, case_dir, workdir)
+        return _ingest(case, case_dir, workdir)
+    finally:
+        shutil.rmtree(case_dir, ignore_errors=True)
+
+
+def _input(case: Case, case_dir: Path) -> Path:
+    """The case's trace file, or its directory of files, written into `case_dir`."""
+    trace = case_dir / case.file_name
+    if case.kind == "parquet":
+        trace.mkdir()
+        for name, data in case.files:
+            (trace / name).write_bytes(data)
+    else:
+        trace.write_bytes(case.data)
+    return trace
+
+
+def _ingest(case: Case, case_dir: Path, workdir: Path) -> Outcome:
     from traceview import api
     from traceview.errors import TraceviewError
     from traceview.ingest import IngestOptions
 
-    case_dir = Path(tempfile.mkdtemp(prefix="case-", dir=workdir))
+    trace = _input(case, case_dir)
+    db = case_dir / "out.db"
+    before = None
+    if case.existing_db:
+        shutil.copyfile(_base_database(str(workdir)), db)
+        before = db_fingerprint(db)
     try:
-        trace = case_dir / case.file_name
-        trace.write_bytes(case.data)
-        db = case_dir / "out.db"
-        before = None
-        if case.existing_db:
-            shutil.copyfile(_base_database(str(workdir)), db)
-            before = db_fingerprint(db)
+        api.ingest([trace], db, IngestOptions(label="case", salvage=case.salvage))
+    except TraceviewError as error:
+        return _judge_error(error, trace, db, before, case_dir)
+    except Exception:
+        return Outcome("failure", "unexpected exception:\n" + traceback.format_exc())
+    left = leftovers(case_dir)
+    if left:
+        return Outcome("failure", f"ingest succeeded but left {left}")
+    try:
+        problems = check_database(db)
+    except Exception:
+        return Outcome("failure", "the database does not open read-only:\n" + traceback.format_exc())
+    if problems:
+        return Outcome("failure", f"ingested database breaks invariants: {problems}")
+    if TOKEN.encode() in case.data and TOKEN.encode() in db.read_bytes():
+        return Outcome("failure", "the planted token landed in the database file")
+    return Outcome("ok", "", stats_of(db))
+
+
+def _read_database(case: Case, case_dir: Path) -> Outcome:
+    """Change a copy of a database as the case says (an attacker's plain DuckDB), then read it with every reading
+    command: each works or fails in one line naming the file, changes no byte of it, and leaves nothing."""
+    import duckdb
+    from fuzzing_formats import damaged_bytes
+
+    from traceview import api
+    from traceview.db import damage_error
+    from traceview.errors import TraceviewError
+
+    db = case_dir / case.file_name
+    db.write_bytes(case.data)
+    with duckdb.connect(str(db)) as con:
+        for statement in case.sql:
+            with contextlib.suppress(duckdb.Error):
+                con.execute(statement)
+    if case.byte_seed is not None:
+        db.write_bytes(damaged_bytes(case, db.read_bytes()))
+    before = hashlib.sha256(db.read_bytes()).hexdigest()
+    readers = {"info": lambda: _info(db), "layers": lambda: api.layers(db), "diff": lambda: api.diff(db, db)}
+    errors = []
+    for name, read in readers.items():
         try:
-            api.ingest([trace], db, IngestOptions(label="case", salvage=case.salvage))
-        except TraceviewError as error:
-            return _judge_error(error, trace, db, before, case_dir)
-        except Exception:
-            return Outcome("failure", "unexpected exception:\n" + traceback.format_exc())
-        left = leftovers(case_dir)
-        if left:
-            return Outcome("failure", f"ingest succeeded but left {left}")
-        try:
-            problems = check_database(db)
-        except Exception:
-            return Outcome("failure", "the database does not open read-only:\n" + traceback.format_exc())
-        if problems:
-            return Outcome("failure", f"ingested database breaks invariants: {problems}")
-        if TOKEN.encode() in case.data and TOKEN.encode() in db.read_bytes():
-            return Outcome("failure", "the planted token landed in the database file")
-        return Outcome("ok", "", stats_of(db))
-    finally:
-        shutil.rmtree(case_dir, ignore_errors=True)
+            read()
+        except Exception as error:  # judged here: worded (as the CLI words a damaged file) or not
+            worded = error if isinstance(error, TraceviewError) else damage_error(error, [db])
+            if worded is None:
+                return Outcome("failure", f"{name}: unexpected exception:\n" + traceback.format_exc())
+            message = str(worded)
+            if "\n" in message or " — " not in message or not message.startswith(f"{db}: "):
+                return Outcome("failure", f"{name}: not one line naming the file: {message!r}")
+            errors.append(_problem_of(message, db))
+    if hashlib.sha256(db.read_bytes()).hexdigest() != before:
+        return Outcome("failure", "reading the database changed it")
+    if leftovers(case_dir) or len(list(case_dir.iterdir())) > 1:
+        return Outcome("failure", f"reading left {sorted(p.name for p in case_dir.iterdir())}")
+    return Outcome("clean_error", errors[0]) if errors else Outcome("ok")
+
+
+def _info(db: Path) -> list[object]:
+    """What `traceview info` reads."""
+    from traceview import api
+
+    with api.connect(db) as con:
+        return [api.summarize(con, run_id) for run_id in api.run_ids(con)]
+
+
+def _run_command(case: Case, case_dir: Path, workdir: Path) -> Outcome:
+    """Run the case's command line as a user does: exit 0, 1 (a failed gate) or 2, and on failure one `error:` line
+    with its remedy; never a traceback; nothing left but what the command writes."""
+    import subprocess
+    import sys
+
+    from fuzzing_formats import DATABASE_SEED
+
+    places = {"{db}": case_dir / "run.db", "{trace}": case_dir / "trace.json.gz", "{out}": case_dir / "out.json"}
+    shutil.copyfile(_base_database(str(workdir), DATABASE_SEED), places["{db}"])
+    shutil.copyfile(BASE_TRACE, places["{trace}"])
+    argv = [str(places.get(arg, arg)) for arg in case.argv]
+    command = [sys.executable, "-m", "traceview.cli", *argv]
+    try:
+        done = subprocess.run(command, cwd=case_dir, capture_output=True, text=True, errors="replace", timeout=50)
+    except subprocess.TimeoutExpired:
+        return Outcome("hang", "the command ran past 50 s")
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
+    if "Traceback" in done.stderr or done.returncode not in (0, 1, 2):
+        return Outcome("failure", f"exit {done.returncode}: {done.stderr[-2000:]}")
+    if done.returncode == 2 and (len(errors) != 1 or " — " not in errors[0]):
+        return Outcome("failure", f"exit 2 without one worded error line: {done.stderr[-2000:]!r}")
+    if leftovers(case_dir):
+        return Outcome("failure", f"the command left {leftovers(case_dir)}")
+    return Outcome("clean_error", errors[0][7:].split(" — ")[0][-80:]) if errors else Outcome("ok")
 
 
 def _judge_error(error: Exception, trace: Path, db: Path, before: str | None, case_dir: Path) -> Outcome:
@@ -153,7 +246,7 @@ def _judge_error(error: Exception, trace: Path, db: Path, before: str | None, ca
         problems.append("message spans several lines")
     if " — " not in message:
         problems.append("message lacks ' — remedy'")
-    if not (message.startswith(f"{trace}: ") or message.startswith(f"{db}: ")):
+    if not (message.startswith(f"{trace}: ") or message.startswith(f"{trace}/") or message.startswith(f"{db}: ")):
         problems.append("message does not start with the file")
     if before is None and db.exists():
         problems.append("a database was created")

@@ -527,7 +527,10 @@ def plant_nsys_token(con: sqlite3.Connection) -> None:
 
 @dataclass(frozen=True)
 class Case:
-    """One fuzz input: the bytes of a trace file, how to ingest it, and how it was made."""
+    """One fuzz input: the bytes of a trace file, how to ingest it, and how it was made. `kind` says what the runner
+    does with it: `ingest` the file; `parquet`: ingest the directory `file_name` of `files`; `database`: read the
+    database `data` after running `sql` on it (and a byte mutation drawn from `byte_seed`); `cli`: run `argv`
+    (tests/fuzzing_formats.py makes the last three)."""
 
     data: bytes
     file_name: str
@@ -535,6 +538,11 @@ class Case:
     existing_db: bool = False
     mutations: tuple[str, ...] = ()
     seed_file: str = ""
+    kind: str = "ingest"
+    files: tuple[tuple[str, bytes], ...] = ()
+    sql: tuple[str, ...] = ()
+    byte_seed: int | None = None
+    argv: tuple[str, ...] = ()
 
 
 def kineto_case(rng: random.Random, seeds: list[Path] | None = None) -> Case:

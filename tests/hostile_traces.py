@@ -125,8 +125,11 @@ def assert_one_line_error(result: subprocess.CompletedProcess[str], path: str | 
     return lines[0]
 
 
-def peak_rss_mb(command: list[str], timeout_s: float = 600) -> tuple[float, subprocess.CompletedProcess[str]]:
-    """Run `command`, return its peak resident set size in MiB (Linux ru_maxrss is in KiB) and its result.
+def peak_rss_mb(
+    command: list[str], timeout_s: float = 600, **run: Any
+) -> tuple[float, subprocess.CompletedProcess[str]]:
+    """Run `command`, return its peak resident set size in MiB (Linux ru_maxrss is in KiB) and its result; `run`
+    goes to subprocess.run (env).
 
     The command runs in a fresh `python -c` wrapper that waits for it, so the figure covers that one child only.
     """
@@ -138,7 +141,7 @@ def peak_rss_mb(command: list[str], timeout_s: float = 600) -> tuple[float, subp
         "sys.exit(done.returncode)\n"
     )
     done = subprocess.run(
-        [sys.executable, "-c", wrapper, *command], capture_output=True, text=True, timeout=timeout_s, check=False
+        [sys.executable, "-c", wrapper, *command], capture_output=True, text=True, timeout=timeout_s, check=False, **run
     )
     lines = done.stderr.strip().splitlines()
     kib = int(lines[-1]) if lines and lines[-1].isdigit() else -1

@@ -15,6 +15,7 @@ import pytest
 
 import traceview
 from traceview import api, export
+from traceview.errors import UsageError
 
 
 @pytest.fixture(scope="module")
@@ -104,5 +105,6 @@ def test_export_one_rank_and_cli(db: Path, tmp_path: Path) -> None:
     assert stats["activities"] == layered_db.STEPS * len(layered_db.step_kernels(0))
     assert stats["steps"] == layered_db.STEPS and stats["layers"] == layered_db.STEPS * layered_db.LAYERS
     assert len(_load(out)["traceEvents"]) == stats["events"]
-    empty = api.export(db, tmp_path / "none.json", rank=5)
-    assert empty.activities == 0 and _load(tmp_path / "none.json")["traceEvents"] == []
+    with pytest.raises(UsageError, match="has no rank 5"):  # before: an empty trace, exit 0 (issue 25)
+        api.export(db, tmp_path / "none.json", rank=5)
+    assert not (tmp_path / "none.json").exists()

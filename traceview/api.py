@@ -20,7 +20,7 @@ from . import diff as diff_stage
 from . import export as export_stage
 from .choices import Kind
 from .db import first_row
-from .errors import DatabaseError, UsageError
+from .errors import MORE_MEMORY, DatabaseError, UsageError
 from .ingest import (
     STAGE_COMMIT,
     STAGE_SEGMENTATION,
@@ -38,6 +38,7 @@ from .ingest import (
 from .scratch import refuse_inputs, replacing
 from .segment import SegmentOptions, SegmentResult, segment_run
 from .segment.report import LayerReport, layer_report
+from .stepsel import format_steps
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -124,7 +125,7 @@ def _without_memory_cap(options: IngestOptions, database: str | Path, error: Exc
         raise DatabaseError(
             database,
             f"DuckDB ran out of memory ({reason})",
-            "free memory, or ingest part of the trace (--steps, --time-window)",
+            MORE_MEMORY,
         ) from error
     raise DatabaseError(
         database,
@@ -479,4 +480,15 @@ def export(
     refuse_inputs(output, [database])
     with connect(database) as con:
         ref = diff_stage.resolve_run(con, run, str(database))
+        _check_rank(ref, rank, database)
         return export_stage.write_chrome_trace(ref, output, rank)
+
+
+def _check_rank(ref: diff_stage.RunRef, rank: int | None, database: str | Path) -> None:
+    """UsageError when `rank` is given and the run has no such rank (the export would hold nothing)."""
+    ranks = [
+        r[0] for r in ref.con.execute("SELECT rank FROM ranks WHERE run_id = ? ORDER BY rank", [ref.run_id]).fetchall()
+    ]
+    if rank is not None and rank not in ranks:
+        have = format_steps(tuple(ranks)) if ranks else "none"
+        raise UsageError(database, f"run {ref.label!r} has no rank {rank} (its ranks: {have})", "pick one of its ranks")

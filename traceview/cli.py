@@ -25,8 +25,9 @@ from . import diff as diff_stage
 from . import interrupts, streams
 from .choices import Kind
 from .diff_render import diff_document
-from .errors import TraceviewError, UsageError, os_problem
+from .errors import MORE_MEMORY, TraceviewError, UsageError, memory_problem, os_problem
 from .ingest import IngestOptions, parse_memory_limit, parse_pattern, parse_steps, parse_time_window
+from .ingest.bounds import parse_max_expansion
 from .output import Format, printable, printable_lines, render
 from .segment import Method, SegmentOptions
 from .segment.report import INSTANCE_COLUMNS
@@ -117,6 +118,10 @@ def ingest(
     keep_host: Annotated[
         bool, typer.Option(help="Store each rank's host name (it identifies the machine; left out by default).")
     ] = False,
+    max_expansion: Annotated[
+        str,
+        typer.Option(help="Most data per byte of input (decompressed JSON, Parquet rows): a ratio, or none."),
+    ] = "64",
     parquet: Annotated[
         Path | None,
         typer.Option(help="Also write the run as a Parquet dataset (DIR/<table>/run_id=N/rank=R/) to query in place."),
@@ -145,6 +150,7 @@ def ingest(
             jobs=jobs,
             memory_limit=parse_memory_limit(memory_limit),
             keep_host=keep_host,
+            max_expansion=parse_max_expansion(max_expansion),
         )
         segment_options = _segment_options(method, layer_pattern, step_pattern, layers, model_config)
         summary = api.ingest(traces, output, options, segment_options, parquet)
@@ -527,6 +533,9 @@ def main() -> None:
     """Entry point: run the app, turning library errors into one line and an exit code."""
     streams.standard_streams()
     interrupts.install()
+    # numpy's OpenBLAS starts a thread and reserves a buffer per core when it loads, which traceview never uses: under
+    # an address-space limit (ulimit -v) those alone made it fail outside any error it could word.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     warnings.showwarning = _show_warning
     # A name drawn in a picture with a character its font lacks (CJK, emoji, a control character) is drawn as a box.
     warnings.filterwarnings("ignore", message="Glyph .* missing from font")
@@ -572,6 +581,10 @@ def _exit_on_worded_error(error: Exception) -> None:
         problem, remedy = os_problem(error) or ("failed", "check the path")
         say(f"error: {error.filename or 'traceview'}: {problem} — {remedy}")
         sys.exit(2)
+    lack = memory_problem(error)
+    if lack is not None:
+        say(f"error: traceview: out of memory ({lack}) — {MORE_MEMORY}")
+        sys.exit(2)
     from . import db
 
     damaged = db.damage_error(error)  # a damaged block met while reading a database
@@ -595,13 +608,16 @@ def _exit_interrupted() -> None:
 
 
 def _exit_on_usage_error(error: Exception) -> None:
-    """Show a click usage error (unknown command, bad option) as click would, and exit with its code."""
+    """A click usage error (unknown command, bad option) as one line, `error: what is wrong — see --help`, with its
+    exit code (click's own shows three lines and a blank one)."""
     code = getattr(error, "exit_code", None)
     if not isinstance(code, int):
         return
-    show = getattr(error, "show", None)
-    if callable(show):
-        show()
+    message = getattr(error, "format_message", None)
+    if callable(message):
+        context = getattr(error, "ctx", None)
+        where = context.command_path if context is not None else "traceview"
+        say(f"error: {' '.join(str(message()).split())} — see `{where} --help`")
     sys.exit(code)
 
 

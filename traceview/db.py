@@ -8,8 +8,8 @@ an interrupted or failed ingest leaves what was there before.
 from __future__ import annotations
 
 import contextlib
-import glob
 import hashlib
+import math
 import os
 import re
 import tempfile
@@ -24,7 +24,7 @@ import duckdb
 
 from . import interrupts
 from .errors import DatabaseError, is_text, os_problem
-from .scratch import process_exists, scratch_directory
+from .scratch import Owned, scratch_directory, sweep
 from .version import SCHEMA_VERSION
 
 # What every connection allows. A database may come from anyone (attached to a bug report, a CI baseline), and
@@ -39,6 +39,7 @@ CHANGEABLE = ["enable_progress_bar", "memory_limit", "preserve_insertion_order"]
 
 MIN_MEMORY_BUDGET = 1 << 30  # below this, a small trace's ingest would spill for nothing
 RAM_SHARE = 0.8  # DuckDB's own default limit: 80% of physical memory
+AS_SHARE = 0.25  # under an address-space limit (ulimit -v), DuckDB's share of what is left of it
 # sha256 of the CREATE TABLE statements DuckDB keeps for schema.sql's tables, as _tables_digest writes them. Every
 # command checks a database's tables against it (3 ms) instead of building schema.sql in memory (0.12 s);
 # tests/test_startup.py checks it against schema.sql.
@@ -338,15 +339,25 @@ def verify_intact(con: duckdb.DuckDBPyConnection, path: Path) -> None:
 
 def damage_error(error: BaseException, paths: list[Path] | None = None) -> DatabaseError | None:
     """The one-line error for a damaged database file (`paths`, by default those this process opened), when
-    `error` is DuckDB finding damage; else None."""
-    if not isinstance(error, duckdb.Error) or not any(sign in str(error) for sign in _DAMAGE_SIGNS):
+    `error` is DuckDB finding damage, or values no ingest writes (times near the ends of BIGINT, which overflow the
+    arithmetic of the queries: a database changed by hand); else None."""
+    if not isinstance(error, duckdb.Error):
         return None
     where = " or ".join(dict.fromkeys(str(p) for p in (paths if paths is not None else _OPENED))) or None
-    return DatabaseError(
-        where,
-        f"the database file is damaged ({str(error).strip().splitlines()[0]})",
-        "ingest the traces again into a new -o file (a disk or copy error damaged this one)",
-    )
+    detail = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    if any(sign in str(error) for sign in _DAMAGE_SIGNS):
+        return DatabaseError(
+            where,
+            f"the database file is damaged ({detail})",
+            "ingest the traces again into a new -o file (a disk or copy error damaged this one)",
+        )
+    if isinstance(error, duckdb.OutOfRangeException | duckdb.ConversionException):
+        return DatabaseError(
+            where,
+            f"the database holds values no ingest writes ({detail})",
+            "it was changed by hand or damaged: ingest the traces again into a new -o file",
+        )
+    return None
 
 
 def create_schema(con: duckdb.DuckDBPyConnection) -> None:
@@ -362,7 +373,8 @@ def write_session(
 ) -> Iterator[duckdb.DuckDBPyConnection]:
     """A connection whose changes all land, or none do.
 
-    New database: built in `PATH.tmp-PID`, renamed over PATH on success, deleted on failure.
+    New database: built in `PATH.tmp-RANDOM` (owned: see scratch.Owned), renamed over PATH on success, deleted on
+    failure.
     Existing database: one transaction, committed on success and rolled back on failure (DuckDB's WAL
     keeps the previous state if the process is killed). Every view and macro it stored is dropped first (see
     _drop_stored_code): the caller installs the SQL library again (sqllib.install).
@@ -395,8 +407,27 @@ def memory_budget(data_bytes: int) -> int:
     what DuckDB can spill (its tables, sorts, joins) is bounded; Python's own memory is not. A statement that
     cannot spill enough fails with duckdb.OutOfMemoryException (api.ingest then ingests again without a cap).
     """
-    physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    return int(min(max(MIN_MEMORY_BUDGET, data_bytes), RAM_SHARE * physical))
+    return int(min(max(MIN_MEMORY_BUDGET, data_bytes), machine_share(), _address_space_left() * AS_SHARE))
+
+
+def machine_share() -> int:
+    """DuckDB's own default memory limit: RAM_SHARE of the machine's physical memory, in bytes."""
+    return int(RAM_SHARE * os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+
+
+def _address_space_left() -> float:
+    """Bytes of address space this process may still map under its limit (`ulimit -v`), or infinity. Under a
+    limit, DuckDB's cap must leave room for what it allocates outside its buffers (and the threads' stacks): past
+    the limit, an allocation in one of its threads fails with bad_alloc and aborts the process, where one under its
+    cap fails with a worded error."""
+    import resource
+
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft == resource.RLIM_INFINITY:
+        return math.inf
+    with open("/proc/self/statm") as statm:
+        mapped = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    return max(soft - mapped, 0)
 
 
 @contextlib.contextmanager
@@ -460,11 +491,24 @@ def _existing_session(path: Path, access: Access) -> Iterator[duckdb.DuckDBPyCon
 
 @contextlib.contextmanager
 def _new_session(path: Path, access: Access) -> Iterator[duckdb.DuckDBPyConnection]:
-    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
-    _remove_stale_twins(path)
-    _remove_db_files(tmp)
+    twin = f"{path.name}.tmp-"
+    sweep(path.parent, twin, _remove_db_files)  # twins of ingests that were killed (kill -9 skips every cleanup)
+    owned = Owned(path.parent, twin)
+    try:
+        with _built(path, owned.path, access) as con:
+            yield con
+    finally:
+        owned.release(_remove_db_files)
+
+
+@contextlib.contextmanager
+def _built(path: Path, tmp: Path, access: Access) -> Iterator[duckdb.DuckDBPyConnection]:
+    """A new database built at `tmp`, moved to `path` when the block ends; removed on any failure."""
     try:
         con = duckdb_connect(str(tmp), False, access)
+    except duckdb.OutOfMemoryException:
+        _remove_db_files(tmp)
+        raise  # api.ingest words it
     except duckdb.Error as error:  # no such directory, not writable, no space, ...
         _remove_db_files(tmp)  # DuckDB may have created it before failing (0 bytes on a full disk)
         reason = str(error).splitlines()[0].replace(str(tmp), str(path))
@@ -539,16 +583,6 @@ def _move_into_place(tmp: Path, path: Path) -> None:
         os.replace(tmp, path)
     else:
         tmp.unlink()
-
-
-def _remove_stale_twins(path: Path) -> None:
-    """Remove PATH.tmp-PID files (and their .wal) left by an ingest that was killed (kill -9 skips every cleanup),
-    when no process PID runs any more; a twin of a running ingest stays."""
-    for twin in path.parent.glob(glob.escape(path.name) + ".tmp-*"):
-        pid = twin.name.removeprefix(path.name + ".tmp-").removesuffix(".wal")
-        if pid.isdigit() and not process_exists(int(pid)):
-            with contextlib.suppress(OSError):
-                twin.unlink(missing_ok=True)
 
 
 def _remove_db_files(path: Path) -> None:

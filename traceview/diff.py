@@ -41,6 +41,7 @@ class RunRef:
     con: duckdb.DuckDBPyConnection
     run_id: int
     label: str
+    where: str | None = None  # the database, as errors name it
 
 
 @dataclass(frozen=True)
@@ -75,11 +76,11 @@ def resolve_run(con: duckdb.DuckDBPyConnection, label: str | None, where: str) -
     if not rows:
         raise DatabaseError(where, "the database holds no run", "ingest a trace into it first")
     if label is None:
-        return RunRef(con, rows[0][0], rows[0][1])
+        return RunRef(con, rows[0][0], rows[0][1], where)
     label = unicodedata.normalize("NFC", label)  # as ingest stores labels
     for run_id, run_label in rows:
         if run_label == label:
-            return RunRef(con, run_id, run_label)
+            return RunRef(con, run_id, run_label, where)
     raise DatabaseError(where, f"no run labelled {label!r}", "pick one of: " + ", ".join(r[1] for r in rows))
 
 
@@ -89,9 +90,11 @@ def compare(a: RunRef, b: RunRef) -> Diff:
     phase = _common_phase(a, b, notes)
     layers_a, layers_b = _layer_rows(a, phase), _layer_rows(b, phase)
     if not layers_a or not layers_b:
-        empty = a.label if not layers_a else b.label
+        empty = a if not layers_a else b
         raise DatabaseError(
-            empty, "no transformer layers were found in this run", "run `traceview layers` on it to see why"
+            empty.where,
+            f"no transformer layers were found in run {empty.label!r}",
+            "run `traceview layers` on it to see why",
         )
     _note_layer_mismatch(a, b, layers_a, layers_b, notes)
     by_rank = _rank_table(layers_a, layers_b)

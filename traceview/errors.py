@@ -78,6 +78,22 @@ def os_problem(error: BaseException) -> tuple[str, str] | None:
     return next((problem for code, problem in OS_PROBLEMS.items() if os.strerror(code) in text), None)
 
 
+MORE_MEMORY = "free memory or allow the process more (ulimit -v), or ingest part of the trace (--steps, --time-window)"
+
+
+def memory_problem(error: BaseException) -> str | None:
+    """What says the process ran out of memory in `error`: Python's MemoryError, a thread that could not start (no
+    memory left for its stack), DuckDB's out-of-memory error or a C++ bad_alloc; None for any other error."""
+    text = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    if isinstance(error, MemoryError) or type(error).__name__ == "OutOfMemoryException" or "bad_alloc" in text:
+        return text
+    if isinstance(error, RuntimeError) and "can't start new thread" in text:
+        return text
+    if isinstance(error, ImportError) and "failed to map segment" in text:  # a module loaded late, with no room left
+        return text
+    return None
+
+
 def is_text(text: str) -> bool:
     """Whether `text` can be stored as UTF-8: not a name holding bytes of no encoding (read as lone surrogates)."""
     try:

@@ -1,49 +1,122 @@
 """Scratch space: directories for named pipes, spilled DuckDB data and temporary copies in the system temp
 directory, and the temporary twin of an output file being written.
 
-Each directory is named `traceview-WHAT-PID-RANDOM`, so that the next traceview process removes those of a process
-that was killed (kill -9 skips every cleanup, and a spill or a copy can be as large as the trace).
+Liveness is a lock, not a process id: whatever this module makes (`traceview-WHAT-RANDOM` in $TMPDIR, a database's
+`NAME.tmp-RANDOM` twin) comes with a lock file beside it (the same name + `.lock`) on which its owner holds an
+exclusive `flock` for as long as it lives; the kernel releases it when the owner dies, however it dies (kill -9
+skips every cleanup, and a spill or a copy can be as large as the trace). The next traceview process removes
+what it can lock at once (never waiting) and nothing else: the files of a live owner in another PID namespace
+(a container) or on another host sharing the directory (NFS, whose client takes the lock on the server) stay.
+A lock file that is not a regular file (a FIFO, a device) is skipped without being read.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import glob
 import os
 import shutil
 import stat
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 from . import interrupts
 from .errors import OutputError, os_problem
 
 PREFIX = "traceview-"
+LOCK = ".lock"
 
 
-def scratch_directory(what: str) -> tempfile.TemporaryDirectory[str]:
+class Owned:
+    """A new name `parent/PREFIX+RANDOM` that this process owns (nothing is created at it here), and the lock file
+    `NAME.lock` it holds until `release`. A sweep that took the lock file first (it was created unlocked) removed
+    it: the name is then claimed again."""
+
+    def __init__(self, parent: Path, prefix: str) -> None:
+        while True:
+            handle, lock = tempfile.mkstemp(dir=parent, prefix=prefix, suffix=LOCK)
+            fcntl.flock(handle, fcntl.LOCK_EX)  # waits only for a sweep that found the file unlocked, briefly
+            with contextlib.suppress(FileNotFoundError):
+                if os.stat(lock).st_ino == os.fstat(handle).st_ino:
+                    break
+            os.close(handle)
+        self.path = Path(lock.removesuffix(LOCK))
+        self._handle = handle
+
+    def release(self, remove: Callable[[Path], None]) -> None:
+        """Remove what was made at `path` (with `remove`), then the lock file; the lock goes last."""
+        try:
+            remove(self.path)
+            with contextlib.suppress(OSError):
+                os.unlink(str(self.path) + LOCK)
+        finally:
+            os.close(self._handle)
+
+
+def sweep(parent: Path, prefix: str, remove: Callable[[Path], None]) -> None:
+    """Remove (with `remove`) each `parent/PREFIX*` whose lock file this process can lock at once: its owner has
+    ended. A lock held elsewhere, a lock file that is not a regular file or cannot be opened: left alone."""
+    for lock in parent.glob(glob.escape(prefix) + "*" + LOCK):
+        try:
+            handle = os.open(lock, os.O_RDWR | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError:  # another user's, a link, gone meanwhile
+            continue
+        try:
+            if not stat.S_ISREG(os.fstat(handle).st_mode):
+                continue
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:  # held: its owner lives
+                continue
+            remove(Path(str(lock).removesuffix(LOCK)))
+            with contextlib.suppress(OSError):
+                lock.unlink()
+        finally:
+            os.close(handle)
+
+
+class Scratch:
+    """A new directory `traceview-WHAT-RANDOM` in the system temp directory, owned (see Owned) until `cleanup`;
+    as a context manager, its path as text (as tempfile.TemporaryDirectory)."""
+
+    def __init__(self, what: str) -> None:
+        parent = Path(tempfile.gettempdir())
+        sweep(parent, PREFIX, remove_path)
+        self._owned = Owned(parent, f"{PREFIX}{what}-")
+        try:
+            self._owned.path.mkdir(mode=0o700)
+        except BaseException:
+            self._owned.release(remove_path)
+            raise
+        self.name = str(self._owned.path)
+        self._done = False
+
+    def cleanup(self) -> None:
+        if not self._done:
+            self._done = True
+            self._owned.release(remove_path)
+
+    def __enter__(self) -> str:
+        return self.name
+
+    def __exit__(self, *exc: object) -> None:
+        self.cleanup()
+
+
+def scratch_directory(what: str) -> Scratch:
     """A new temporary directory for `what` (a word without '-'), removed when its context ends."""
-    remove_stale()
-    return tempfile.TemporaryDirectory(prefix=f"{PREFIX}{what}-{os.getpid()}-")
+    return Scratch(what)
 
 
-def remove_stale() -> None:
-    """Remove the scratch directories whose process no longer runs."""
-    for path in Path(tempfile.gettempdir()).glob(PREFIX + "*-*-*"):
-        pid = path.name.split("-")[2]
-        if pid.isdigit() and not process_exists(int(pid)) and path.is_dir():
-            shutil.rmtree(path, ignore_errors=True)
-
-
-def process_exists(pid: int) -> bool:
-    """Whether a process `pid` runs (possibly another user's)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # exists, owned by someone else
-        return True
-    return True
+def remove_path(path: Path) -> None:
+    """Remove `path` whatever it is (a directory tree, a file, a link, a FIFO), never following a link."""
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        with contextlib.suppress(OSError):
+            path.unlink(missing_ok=True)
 
 
 @contextlib.contextmanager

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from ..errors import BadInputError, TraceviewError, UsageError, is_text, os_problem
 from ..stepsel import format_steps
 from ..version import __version__
+from .bounds import RATIO
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -204,6 +205,8 @@ class IngestOptions:
     memory_limit: int | None = None
     # Store each rank's host name (--keep-host). Off by default: a host name identifies the machine and its owner.
     keep_host: bool = False
+    # The cost model's ratio of data to file bytes (--max-expansion; ingest/bounds.py); None: no bound.
+    max_expansion: float | None = RATIO
 
 
 class RetryCarefully(Exception):
@@ -552,12 +555,20 @@ def load_run(con: duckdb.DuckDBPyConnection, source: Source, label: str, options
         _check_steps(con, run_id, options.steps, source)
     if options.time_window is not None or options.steps:
         window = options.time_window
+        span = common.event_span(con, run_id)
         common.apply_window(
             con,
             run_id,
             None if window is None else (window.start_ns, window.end_ns, window.relative),
             options.steps,
         )
+        if window is not None and span is not None and common.event_span(con, run_id) is None:
+            raise BadInputError(
+                source.path,
+                f"--time-window {window.describe()} selects nothing of the trace",
+                f"its events span 0-{span[1] - span[0]}ns from the first (@{span[0]}-@{span[1]}ns on its clock); "
+                "give a window inside it",
+            )
     common.finish_run(con, run_id, ranges_nested=loaded.ranges_nested)
     return run_id
 

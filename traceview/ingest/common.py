@@ -158,18 +158,7 @@ def apply_window(
     """
     if window is not None:
         lo, hi, relative = window
-        origin = "(SELECT trace_start FROM _run_start)" if relative else "0"
-        con.execute(
-            """
-            CREATE OR REPLACE TEMP TABLE _run_start AS
-            SELECT min(lo) AS trace_start FROM (
-                SELECT min(start_ns) AS lo FROM gpu_activity WHERE run_id = $run
-                UNION ALL SELECT min(start_ns) FROM launches WHERE run_id = $run
-                UNION ALL SELECT min(start_ns) FROM cpu_ranges WHERE run_id = $run
-            )
-            """,
-            {"run": run_id},
-        )
+        origin = (event_span(con, run_id) or (0, 0))[0] if relative else 0
         con.execute(
             f"""
             CREATE OR REPLACE TEMP TABLE _window AS
@@ -190,6 +179,21 @@ def apply_window(
             {"run": run_id},
         )
         _delete_outside(con, run_id, "steps")
+
+
+def event_span(con: duckdb.DuckDBPyConnection, run_id: int) -> tuple[int, int] | None:
+    """(first start, last end) of the run's GPU work, launch calls and CPU ranges, in ns; None when it has none."""
+    row = con.execute(
+        """
+        SELECT min(lo), max(hi) FROM (
+            SELECT min(start_ns) AS lo, max(end_ns) AS hi FROM gpu_activity WHERE run_id = $run
+            UNION ALL SELECT min(start_ns), max(end_ns) FROM launches WHERE run_id = $run
+            UNION ALL SELECT min(start_ns), max(end_ns) FROM cpu_ranges WHERE run_id = $run
+        )
+        """,
+        {"run": run_id},
+    ).fetchall()[0]
+    return None if row[0] is None else (int(row[0]), int(row[1]))
 
 
 # The N of a CPU range named ProfilerStep#N (NULL for any other name): the step numbers --steps takes.
@@ -309,19 +313,56 @@ def finish_run(con: duckdb.DuckDBPyConnection, run_id: int, ranges_nested: bool 
     if not ranges_nested:
         compute_range_nesting(con, run_id)
     record_link_stats(con, run_id)
+    warn_other_time_units(con, run_id)
+    lo, hi = event_span(con, run_id) or (None, None)
     con.execute(
         """
-        UPDATE runs SET trace_start_ns = s.lo, trace_end_ns = s.hi,
+        UPDATE runs SET trace_start_ns = $lo, trace_end_ns = $hi,
                device_names = coalesce((SELECT list(DISTINCT device_name ORDER BY device_name) FROM ranks
                                         WHERE run_id = $run AND device_name IS NOT NULL), [])
-        FROM (
-            SELECT min(lo) AS lo, max(hi) AS hi FROM (
-                SELECT min(start_ns) lo, max(end_ns) hi FROM gpu_activity WHERE run_id = $run
-                UNION ALL SELECT min(start_ns), max(end_ns) FROM launches WHERE run_id = $run
-                UNION ALL SELECT min(start_ns), max(end_ns) FROM cpu_ranges WHERE run_id = $run
-            )
-        ) s
         WHERE runs.run_id = $run
         """,
-        {"run": run_id},
+        {"run": run_id, "lo": lo, "hi": hi},
     )
+
+
+UNIT_FACTOR = 300  # a rank whose typical kernel is this many times longer or shorter than the others' keeps other units
+
+
+def warn_other_time_units(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
+    """Warn (ingest_stats, shown with the run) about each rank whose median kernel lasts UNIT_FACTOR times longer or
+    shorter than the ranks' median (the lower one: an actual rank's): its file likely writes times in another unit
+    (ns where Kineto writes µs), and the run's span and medians mix units. One model's ranks run kernels alike."""
+    rows = con.execute(
+        """
+        WITH per_rank AS (  -- each rank's typical kernel duration
+            SELECT rank, median(end_ns - start_ns) AS typical FROM gpu_activity
+            WHERE run_id = $run AND kind = 'kernel' AND end_ns > start_ns GROUP BY rank
+        ), run AS (  -- the ranks' typical one (an actual rank's value, the lower of two)
+            SELECT quantile_disc(typical, 0.5) AS typical, count(*) AS ranks FROM per_rank
+        )
+        SELECT p.rank, p.typical / r.typical FROM per_rank p, run r
+        WHERE r.ranks > 1 AND r.typical > 0 AND (p.typical >= $factor * r.typical OR p.typical * $factor <= r.typical)
+        ORDER BY p.rank
+        """,
+        {"run": run_id, "factor": UNIT_FACTOR},
+    ).fetchall()
+    add_stats(
+        con,
+        [
+            (
+                run_id,
+                rank,
+                "warning",
+                "data_loss",
+                1,
+                f"rank {rank}: its kernels last {_times(ratio)} as long as the other ranks' (medians): its times "
+                "are likely in another unit (ns where the others have µs?); the run's span and medians mix units",
+            )
+            for rank, ratio in rows
+        ],
+    )
+
+
+def _times(ratio: float) -> str:
+    return f"{ratio:,.0f}x" if ratio >= 1 else f"1/{1 / ratio:,.0f}"

@@ -40,6 +40,7 @@ from types import TracebackType
 from typing import Any
 
 from ..scratch import scratch_directory
+from . import bounds
 
 try:  # python-isal: the same gzip format, decompressed 2-3x faster
     from isal import igzip as _gzip
@@ -47,8 +48,6 @@ except ImportError:  # pragma: no cover - isal is a dependency, but zlib is alwa
     import gzip as _gzip  # type: ignore[no-redef]
 
 CHUNK = 1 << 22  # decompressed bytes read at a time
-JSON_RATIO = 64  # decompressed JSON may be this multiple of the file, at most (json_limit)
-MIN_JSON_LIMIT = 1 << 28
 HOLD = 1 << 20  # bytes kept back until the end of the file, to find where the array ends
 MAX_UNCUT = 1 << 26  # more than this without an event boundary: not the layout this path handles
 SPACE = b" \t\r\n"
@@ -132,10 +131,10 @@ def expected_size(trace_file: Path) -> int:
     return isize
 
 
-def json_limit(trace_file: Path) -> int:
-    """The most decompressed JSON read from `trace_file`: a multiple of its size (a trace compresses about 10-20x;
-    a gzip bomb of whitespace 1000x), at least MIN_JSON_LIMIT. Past it the careful path refuses the file."""
-    return max(MIN_JSON_LIMIT, JSON_RATIO * trace_file.stat().st_size)
+def json_limit(trace_file: Path, ratio: float | None) -> int:
+    """The most decompressed JSON read from `trace_file` under the cost model (bounds.limit; no bound: 2**62).
+    Past it the careful path refuses the file."""
+    return bounds.limit(trace_file.stat().st_size, ratio) or 1 << 62
 
 
 def gzip_errors() -> tuple[type[BaseException], ...]:
@@ -200,8 +199,16 @@ class EventPipes:
             for i, (path, q) in enumerate(zip(self.paths, self._queues, strict=True))
         ]
         self._threads.append(threading.Thread(target=self._produce, daemon=True, name="traceview-producer"))
-        for thread in self._threads:
-            thread.start()
+        try:
+            for thread in self._threads:
+                thread.start()
+        except BaseException:  # no thread to be had (no memory left for its stack): the writers started end empty
+            self._threads = [t for t in self._threads if t.ident is not None]
+            self._cancel.set()
+            for q in self._queues:
+                self._put(q, None, force=True)
+            self.__exit__(None, None, None)
+            raise
         return self.paths
 
     def cancel(self) -> None:

@@ -21,7 +21,7 @@ import contextlib
 import os
 import re
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,7 @@ from ..errors import BadInputError
 from ..scratch import scratch_directory
 from . import IngestOptions, LoadedSource, RetryCarefully, Source, common, jsonstream, kineto_batch, nesting
 from .kineto_array import MAX_EVENT, array_end, extract_event_array, read_header
+from .kineto_batch import Batch
 
 FAST_MAX_EVENT = 1 << 24  # the fast path's (DuckDB's default): its read buffers grow with it; larger -> careful path
 
@@ -157,15 +158,23 @@ def load(con: duckdb.DuckDBPyConnection, source: Source, run_id: int, options: I
 
         results = parallel.load_files(con, source, run_id, options)
     else:
-        results = []
-        for batch in kineto_batch.batches(source.files, options):
-            if len(batch) == 1:
-                order, trace_file = batch[0]
-                results.append(load_file(con, trace_file, order, len(source.files), run_id, options))
-            else:
-                results.extend(_load_batch(con, batch, len(source.files), run_id, options))
+        results = load_in_turn(con, kineto_batch.batches(source.files, options), len(source.files), run_id, options)
     common.count_shared_correlations(con, run_id, same_process="rank")
     return merge_results(results)
+
+
+def load_in_turn(
+    con: duckdb.DuckDBPyConnection, batches: Iterable[Batch], files: int, run_id: int, options: IngestOptions
+) -> list[FileResult]:
+    """Load `batches` (of the run's `files`) one after the other into run `run_id`: a batch of one file alone."""
+    results: list[FileResult] = []
+    for batch in batches:
+        if len(batch) == 1:
+            order, trace_file = batch[0]
+            results.append(load_file(con, trace_file, order, files, run_id, options))
+        else:
+            results.extend(_load_batch(con, batch, files, run_id, options))
+    return results
 
 
 def merge_results(results: list[FileResult]) -> LoadedSource:
@@ -275,7 +284,7 @@ def _stage_streamed(con: duckdb.DuckDBPyConnection, trace_file: Path, options: I
         _threads(con),
         lambda rest, after_element: array_end(rest, header.bare_array, after_element),
         jsonstream.expected_size(trace_file),
-        jsonstream.json_limit(trace_file),
+        jsonstream.json_limit(trace_file, options.max_expansion),
     )
     with pipes as paths:
         try:

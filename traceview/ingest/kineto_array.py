@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import BadInputError
-from . import IngestOptions, jsonstream
+from . import IngestOptions, bounds, jsonstream
 
 CHUNK = 1 << 24
 MAX_EVENT = 1 << 30  # read_json's maximum_object_size: the largest single event read
@@ -38,19 +38,17 @@ def extract_event_array(trace_file: Path, tmp: Path, options: IngestOptions) -> 
     chunks = _decompressed_chunks(trace_file, options)
     header, first = read_header(trace_file, chunks)
     json_bytes = len(first) + header.offset
-    limit = jsonstream.json_limit(trace_file)
+    ratio = options.max_expansion
+    limit = jsonstream.json_limit(trace_file, ratio)
     with open(out_path, "wb") as out:
         out.write(first)
         for chunk in chunks:
             out.write(chunk)
             json_bytes += len(chunk)
-            if json_bytes > limit:
-                raise BadInputError(
-                    trace_file,
-                    f"the file decompresses to more than {limit >> 20} MiB, {jsonstream.JSON_RATIO}x its size (a gzip "
-                    "bomb?); traceview stops there",
-                    "check where the file came from: a real trace compresses 10-20x",
-                )
+            if ratio is not None and json_bytes > limit:
+                problem = f"the file decompresses to more than {limit >> 20:,} MiB, {bounds.beyond(ratio)}"
+                problem += " (a gzip bomb?)"
+                raise bounds.refusal(trace_file, problem)
     trailer, lost = _cut_after_array(out_path, trace_file, header.bare_array, options.salvage)
     return EventArray(out_path, {**header.metadata, **trailer}, json_bytes, lost)
 

@@ -43,13 +43,16 @@ METADATA_KEYS = (
 Batch = list[tuple[int, Path]]  # (order of the file in the run, path)
 
 
-def batches(files: tuple[Path, ...], options: IngestOptions) -> Iterator[Batch]:
-    """The files in order, consecutive small ones grouped; every other file alone."""
+def batches(
+    files: tuple[Path, ...], options: IngestOptions, first: int = 0, most: int = BATCH_FILES
+) -> Iterator[Batch]:
+    """The files in order (numbered from `first`), consecutive small ones grouped, at most `most` to a batch; every
+    other file alone."""
     batch: Batch = []
     size = 0
-    for order, path in enumerate(files):
+    for order, path in enumerate(files, start=first):
         expected = jsonstream.expected_size(path) if _batchable(path, options) else -1
-        if batch and (expected < 0 or size + expected > BATCH_BYTES or len(batch) >= BATCH_FILES):
+        if batch and (expected < 0 or size + expected > BATCH_BYTES or len(batch) >= min(most, BATCH_FILES)):
             yield batch
             batch, size = [], 0
         if expected < 0:

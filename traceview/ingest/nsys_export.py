@@ -17,6 +17,7 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import subprocess
 from collections.abc import Iterator
 from contextlib import closing, contextmanager, suppress
@@ -31,7 +32,7 @@ import pyarrow as pa
 
 from ..db import execute_with
 from ..errors import BadInputError, ToolMissingError
-from . import IngestOptions
+from . import IngestOptions, bounds
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
@@ -46,6 +47,7 @@ VERSION = re.compile(r"(20\d\d)\.(\d+)\.(\d+)(?:\.(\d+))?")
 REPORT_VERSION = re.compile(rb"(?<![\d.])(20\d\d\.\d+\.\d+\.\d+)(?![\d.])")
 REPORT_SCAN_BYTES = 1 << 20
 BATCH_ROWS = 65536  # rows per Arrow record batch streamed from SQLite
+EXPORT_TIMEOUT_S = 3600  # the longest `nsys export` of a report may take (a 1 GB report takes minutes)
 STAGED_TYPES = {"i": "BIGINT", "n": "INTEGER", "t": "VARCHAR"}  # the column kinds of stage()
 
 
@@ -83,7 +85,7 @@ NOT_AN_EXPORT = "give the .sqlite written by `nsys export --type sqlite` (or its
 @contextmanager
 def open_export(con: duckdb.DuckDBPyConnection, path: Path, tmp: Path, options: IngestOptions) -> Iterator[Export]:
     if path.is_dir():
-        with _parquet_export(con, path) as export:
+        with _parquet_export(con, path, options.max_expansion) as export:
             yield _checked(export)
         return
     with open(path, "rb") as handle:
@@ -95,8 +97,10 @@ def open_export(con: duckdb.DuckDBPyConnection, path: Path, tmp: Path, options: 
         sqlite_path = export_report(path, tmp, options)
     else:
         _check_not_truncated(path, head)
-    try:
-        conn = sqlite_dbapi.connect(f"file:{sqlite_path}?mode=ro")
+        _check_no_wal(path)
+        bounds.check_sqlite(path, options.max_expansion)
+    try:  # immutable: SQLite writes nothing beside the file (no -shm or -wal of a WAL-mode export), takes no lock
+        conn = sqlite_dbapi.connect(f"{sqlite_path.absolute().as_uri()}?mode=ro&immutable=1")
     except adbc_driver_manager.Error as error:
         raise BadInputError(path, f"cannot open the SQLite file ({_first_line(error)})", NOT_AN_EXPORT) from error
     with closing(conn):
@@ -111,10 +115,13 @@ def open_export(con: duckdb.DuckDBPyConnection, path: Path, tmp: Path, options: 
 
 
 @contextmanager
-def _parquet_export(con: duckdb.DuckDBPyConnection, path: Path) -> Iterator[Export]:
-    """A `nsys export --type parquetdir` directory: one temporary view per TABLE.parquet, dropped afterwards."""
+def _parquet_export(con: duckdb.DuckDBPyConnection, path: Path, ratio: float | None) -> Iterator[Export]:
+    """A `nsys export --type parquetdir` directory: one temporary view per TABLE.parquet, dropped afterwards; each
+    file's rows first checked against its size (bounds.check_parquet)."""
     files = {f.stem: f for f in sorted(path.glob("*.parquet")) if re.fullmatch(r"\w+", f.stem)}
     _refuse_traceview_names(con, files)
+    for file in files.values():
+        bounds.check_parquet(file, ratio)
     columns = {}
     try:
         try:
@@ -155,6 +162,18 @@ def _checked(export: Export) -> Export:
     return export
 
 
+def _check_no_wal(path: Path) -> None:
+    """A WAL-mode export with a non-empty PATH-wal beside it is still being written (or its writer was killed): the
+    file alone, opened immutable, lacks the rows in the WAL."""
+    wal = path.with_name(path.name + "-wal")
+    if wal.is_file() and wal.stat().st_size > 0:
+        raise BadInputError(
+            path,
+            f"the export is not complete ({wal.name} beside it holds rows not yet in the file)",
+            "wait for nsys export to finish, or open the file once with sqlite3 to merge its WAL",
+        )
+
+
 def _check_not_truncated(path: Path, head: bytes) -> None:
     """The SQLite header gives page size and page count: a shorter file lost its end."""
     page_size = int.from_bytes(head[16:18], "big")
@@ -179,6 +198,8 @@ def rows(export: Export, sql: str) -> list[tuple[Any, ...]]:
             return list(zip(*(column.to_pylist() for column in table.columns), strict=True))
     except READ_ERRORS as error:
         raise _damaged(export.shown, error) from error
+    except duckdb.Error as error:
+        raise _parquet_problem(export, error) or error from error
 
 
 def _damaged(path: Path, error: Exception) -> BadInputError:
@@ -219,13 +240,30 @@ def stage(
     except adbc_driver_manager.ProgrammingError as error:
         if "malformed" in str(error):
             raise _damaged(export.shown, error) from error
-        raise BadInputError(
-            export.shown,
-            f"the export's tables are not laid out as traceview expects ({_first_line(error)})",
-            "export the report with nsys 2022.4 to 2026.x, or report the nsys version that wrote it",
-        ) from error
+        raise _not_laid_out(export.shown, error) from error
     except READ_ERRORS as error:
         raise _damaged(export.shown, error) from error
+    except duckdb.Error as error:
+        raise _parquet_problem(export, error) or error from error
+
+
+def _not_laid_out(path: Path, error: Exception) -> BadInputError:
+    return BadInputError(
+        path,
+        f"the export's tables are not laid out as traceview expects ({_first_line(error)})",
+        "export the report with nsys 2022.4 to 2026.x, or report the nsys version that wrote it",
+    )
+
+
+def _parquet_problem(export: Export, error: duckdb.Error) -> BadInputError | None:
+    """The one-line error for DuckDB failing on a Parquet export's files: a column traceview reads is missing or of
+    another kind (a binder error), else the files are damaged; None for the SQLite path's own DuckDB, and for what
+    is no fault of the files (out of memory, an interruption)."""
+    if export.duck is None or isinstance(error, duckdb.OutOfMemoryException | duckdb.InterruptException):
+        return None
+    if isinstance(error, duckdb.BinderException):
+        return _not_laid_out(export.shown, error)
+    return _damaged(export.shown, error)
 
 
 @contextmanager
@@ -363,7 +401,13 @@ def export_report(report: Path, tmp: Path, options: IngestOptions) -> Path:
     if options.progress:
         options.progress(f"exporting {report.name} with nsys {installed}", 0, 0)
     command = [nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "--output", str(out), str(report)]
-    done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True, text=True, errors="replace")
+    done = _run_in_group(command, EXPORT_TIMEOUT_S)
+    if done is None:
+        raise ToolMissingError(
+            report,
+            f"nsys {installed} did not finish exporting the report within {EXPORT_TIMEOUT_S:,} s (stopped)",
+            f"run `{export_command(report)}` yourself and ingest the .sqlite",
+        )
     if done.returncode != 0 or not out.is_file():
         said = (done.stderr.strip() or done.stdout.strip()).splitlines()
         raise ToolMissingError(
@@ -372,6 +416,29 @@ def export_report(report: Path, tmp: Path, options: IngestOptions) -> Path:
             f"run `{export_command(report)}` with {needs} and ingest the .sqlite",
         )
     return out
+
+
+def _run_in_group(command: list[str], timeout_s: float) -> subprocess.CompletedProcess[str] | None:
+    """Run `command` in a process group of its own; None when it ran past `timeout_s`. Whatever stops the wait (the
+    timeout, Ctrl-C, SIGTERM) kills the whole group: nsys starts helper processes that would outlive it."""
+    process = subprocess.Popen(
+        command,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        errors="replace",
+        start_new_session=True,
+    )
+    try:
+        stdout, stderr = process.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        return None
+    finally:
+        with suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)  # its helpers, also after a clean exit
+        process.communicate()
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
 
 
 def find_nsys(options: IngestOptions) -> str | None:

@@ -414,16 +414,17 @@ def _against_hint(con: duckdb.DuckDBPyConnection, run_id: int, options: SegmentO
 
 def _doubts(con: duckdb.DuckDBPyConnection, run_id: int, outcome: _LayerOutcome) -> list[str]:
     """What makes the segmentation uncertain, one line each (the CLI prints them as warnings)."""
-    outside_steps, varying, low = con.execute(
+    outside_steps, varying, low, late = con.execute(
         """
         SELECT (SELECT count(*) FROM gpu_activity WHERE run_id = $run AND kind = 'kernel' AND step IS NULL),
                (SELECT string_agg(n || ' layers in ' || steps || ' step(s)', ', ' ORDER BY steps DESC, n)
                 FROM (SELECT n, count(*) AS steps FROM (SELECT count(*) AS n FROM layers WHERE run_id = $run
                       GROUP BY rank, step) GROUP BY n)
                 HAVING count(*) > 1),
-               (SELECT count(*) FROM layers WHERE run_id = $run AND method = 'period' AND confidence < $low)
+               (SELECT count(*) FROM layers WHERE run_id = $run AND method = 'period' AND confidence < $low),
+               (SELECT count(*) FROM _seg_a WHERE start_ns - l_start > $delay)
         """,
-        {"run": run_id, "low": LOW_CONFIDENCE},
+        {"run": run_id, "low": LOW_CONFIDENCE, "delay": steps.MAX_LAUNCH_DELAY_NS},
     ).fetchall()[0]
     doubts = []
     if outcome.failed:
@@ -438,6 +439,11 @@ def _doubts(con: duckdb.DuckDBPyConnection, run_id: int, outcome: _LayerOutcome)
         doubts.append(f"{low} inferred layer instance(s) match the repeating unit poorly (< {LOW_CONFIDENCE})")
     if outside_steps:
         doubts.append(f"{outside_steps} kernel(s) outside every step (before the first or after the last)")
+    if late:
+        doubts.append(
+            f"{late} GPU activities started more than {steps.MAX_LAUNCH_DELAY_NS // 10**9} s after their launch call "
+            "(a clock jump or damaged times?): left out of every step and layer"
+        )
     return doubts + _structure_doubts(con)
 
 

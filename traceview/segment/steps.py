@@ -63,6 +63,9 @@ class StepOutcome:
     methods: tuple[str, ...]
 
 
+MAX_LAUNCH_DELAY_NS = 60 * 10**9  # GPU work that starts later than this after its launch call is left out of steps
+
+
 def find_steps(con: duckdb.DuckDBPyConnection, run_id: int, step_pattern: str | None) -> StepOutcome:
     """Fill `_seg_steps` and `_seg_step_of` for every rank of the run: a few statements for all ranks together."""
     tiers = _tiers(step_pattern)
@@ -218,7 +221,12 @@ def _drop_strays(con: duckdb.DuckDBPyConnection) -> None:
     """Leave out of its step a kernel that ran far from the step's other kernels: one launched inside the step's
     range but run, say, half a second before the forward pass (an idle gap STRAY_GAP_FACTOR times the longest
     between the step's other kernels, which must be at least MIN_STEP_KERNELS) would make the step's span that
-    long."""
+    long. Whatever the step's size, GPU work that started more than MAX_LAUNCH_DELAY_NS after its launch call (a
+    clock jump, a damaged time: no queue holds work that long) is left out too, and so out of every layer."""
+    con.execute(
+        "DELETE FROM _seg_step_of WHERE activity_id IN (SELECT activity_id FROM _seg_a WHERE start_ns - l_start > ?)",
+        [MAX_LAUNCH_DELAY_NS],
+    )
     data = con.execute(
         """SELECT a.rank, o.step, a.activity_id, a.start_ns, a.end_ns
            FROM _seg_step_of o JOIN _seg_a a USING (activity_id)
