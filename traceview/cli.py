@@ -236,7 +236,9 @@ def plot(
     run_b: RunBOpt = None,
     step: Annotated[
         int | None,
-        typer.Option(help="Step number, as `traceview layers` shows it (default: the first steady-state step)."),
+        typer.Option(
+            help="Step number, as `traceview layers` shows it (default: the steady-state step of median span)."
+        ),
     ] = None,
     layers: Annotated[str | None, typer.Option(help="Layer indices, e.g. 3-5.", metavar="FIRST-LAST")] = None,
     rank: Annotated[int | None, typer.Option(help="Rank (default: the lowest; layers: all ranks).")] = None,
