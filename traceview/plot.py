@@ -29,6 +29,7 @@ from matplotlib.transforms import blended_transform_factory
 from .errors import UsageError
 from .plotdata import LayerBreakdown, TimelineData
 from .scratch import replacing
+from .stepsel import steps_phrase
 
 Row = dict[str, Any]
 
@@ -77,8 +78,13 @@ def _fitted(figure: Figure, thin: Sequence[Sequence[Text]] = (), ticks: Sequence
 
 def _titles(figure: Figure) -> list[Text]:
     """Every axes title and the suptitle of the figure and of each of its subfigures, that hold text."""
-    suptitles = [getattr(part, "_suptitle", None) for part in (figure, *figure.subfigs)]
-    return [t for t in [*(ax.title for ax in figure.axes), *suptitles] if t is not None and t.get_text()]
+    return [t for t in [*(ax.title for ax in figure.axes), *_suptitles(figure)] if t.get_text()]
+
+
+def _suptitles(figure: Figure) -> list[Text]:
+    """The suptitles of the figure and of its subfigures (matplotlib keeps no public list of them)."""
+    parts = (figure, *figure.subfigs)
+    return [part._suptitle for part in parts if getattr(part, "_suptitle", None) is not None]
 
 
 def _wrap_to_fit(figure: Figure, title: Text) -> None:
@@ -373,7 +379,7 @@ def _span_bars(ax: Any, layers: Sequence[Row], summary: Row) -> list[Text]:
     ax.set_ylim(0, max([*values["span_a"], *values["span_b"]]) * (1.35 if small else 1.2) or 1.0)
     _style(ax, "layer", "µs per layer (median across steps and ranks)")
     ax.set_title(
-        f"{summary['a']} (A) vs {summary['b']} (B), {summary['phase']} steps\n"
+        f"{summary['a']} (A) vs {summary['b']} (B), {steps_phrase(summary['phase'])}\n"
         f"{summary['headline']}\n"
         "pale bar: layer span; dark bar inside: busy (GPU work); on top: speed-up of B over A, span / busy",
         fontsize=FONT["title"],
@@ -405,6 +411,28 @@ def _waterfall(ax: Any, row: Row) -> None:
     ax.set_title(f"L{row['layer']}: {row['span_a_us']:,.0f} → {row['span_b_us']:,.0f} µs", fontsize=FONT["tick"])
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
+
+
+def figure_content(figure: Figure) -> dict[str, Any]:
+    """What `figure` says, whatever the fonts and the layout: its titles (line breaks as spaces), axis labels,
+    legend entries and the texts it writes at data (shown or thinned away), and per artist gid the heights of its
+    bars (4 significant digits) or how many activities it draws. Tick labels are left out: matplotlib picks the
+    number ticks, and the layer ticks repeat the bars' layers. The README pictures keep it beside each PNG, so that
+    a test sees when a picture no longer shows what would be drawn now."""
+    texts = [" ".join(t.get_text().split()) for t in figure.findobj(Text) if t.get_gid() or _written(t, figure)]
+    artists: dict[str, list[float]] = {}
+    for artist in figure.findobj(lambda a: bool(a.get_gid()) and not isinstance(a, Text)):
+        size = float(f"{artist.get_height():.4g}") if hasattr(artist, "get_height") else len(artist.get_paths())
+        artists.setdefault(artist.get_gid(), []).append(size)
+    return {"texts": sorted(t for t in texts if t), "artists": dict(sorted(artists.items()))}
+
+
+def _written(text: Text, figure: Figure) -> bool:
+    """Whether `text` is a title, an axis label or a legend entry of `figure`."""
+    labels = [t for ax in figure.axes for t in (ax.title, ax.xaxis.label, ax.yaxis.label)]
+    labels += _suptitles(figure)
+    labels += [entry for part in (figure, *figure.subfigs) for legend in part.legends for entry in legend.get_texts()]
+    return any(text is label for label in labels)
 
 
 def image_format(path: str | Path) -> str:

@@ -18,7 +18,7 @@ import duckdb
 from . import sqllib
 from .diff import RunRef
 from .errors import DatabaseError, UsageError
-from .stepsel import format_steps
+from .stepsel import format_steps, steps_phrase
 
 Row = dict[str, Any]
 # Phases in the order comparisons prefer them (as in diff.py): decode steps are the steady state of inference.
@@ -391,7 +391,7 @@ def layer_breakdown(
     ).fetchall()
     if step is not None and not rows and not _has_step(ref, step, rank):
         raise _no_such_step(ref, step, rank)
-    scope = f"step {step}" if step is not None else f"{phase} steps" if phase else "all steps"
+    scope = f"step {step}" if step is not None else steps_phrase(phase)
     return [LayerBreakdown(*r) for r in rows], scope
 
 
