@@ -17,7 +17,7 @@ SCRIPT = ROOT / "docs" / "images" / "make_images.py"
 REGENERATE = "run `python docs/images/make_images.py` and commit docs/images"
 
 
-def _script():  # noqa: ANN202  (a module loaded from a file)
+def _script():
     spec = importlib.util.spec_from_file_location("make_images", SCRIPT)
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     spec.loader.exec_module(module)  # type: ignore[union-attr]

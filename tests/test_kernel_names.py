@@ -149,6 +149,7 @@ def _bundled_traces() -> list[Path]:
     return [p for root in roots if root.is_dir() for pattern in patterns for p in sorted(root.rglob(pattern))]
 
 
+@pytest.mark.heavy
 def test_no_two_kernels_of_a_bundled_trace_share_a_short_name(tmp_path: Path) -> None:
     traces = _bundled_traces()
     assert len(traces) > 60 and any("corpus" in p.parts for p in traces)

@@ -4,6 +4,7 @@ TP sample, and on the engine traces beside the checkout (../shared/external/trac
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
@@ -60,9 +61,8 @@ def test_the_checker_sees_overprinted_labels(many_layers: tuple[Path, Path]) -> 
     assert any(p.startswith("outside the figure: 'xxx") for p in text_problems(figure))
 
 
-def test_the_tp_sample_reads(tmp_path: Path) -> None:
-    db = tmp_path / "tp.db"
-    traceview.ingest([SAMPLES / "tp" / "tp_default"], db)
+def test_the_tp_sample_reads(ingested: Callable[[Path], Path]) -> None:
+    db = ingested(SAMPLES / "tp" / "tp_default")
     assert_reads(_figures(db, db, "2-5"))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,15 +16,13 @@ PATHS = ("eager", "compiled", "graph")
 
 
 @pytest.fixture(scope="module")
-def samples(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    folder = tmp_path_factory.mktemp("samples")
+def samples(ingested: Callable[[Path], Path]) -> dict[str, Path]:
     dbs = {}
     for name in PATHS:
         trace = SAMPLES / f"{name}.pt.trace.json.gz"
         if not trace.exists():
             pytest.skip(f"{trace} is missing")
-        dbs[name] = folder / f"{name}.db"
-        traceview.ingest([trace], dbs[name])
+        dbs[name] = ingested(trace)
         with traceview.connect(dbs[name]) as con:
             if con.execute("SELECT count(*) FROM layers").fetchall()[0][0] == 0:
                 pytest.skip(f"segmentation found no layers in {trace.name}")

@@ -103,7 +103,7 @@ def test_the_report_leads_with_the_speedup_and_hides_where_the_trace_was(tmp_pat
     heads = re.findall(r"<th>([^<]+)</th>", layers[: layers.index("</thead>")])
     assert heads[:2] == ["layer", "speedup"] and "comm_us_a" not in heads  # the rest are folded away
     assert "<summary>every column</summary>" in text
-    run = text.split("per layer index; method")[1]  # one vocabulary: the columns of `traceview layers`
+    run = text.split("per layer index")[1]  # one vocabulary: the columns of `traceview layers`
     heads = re.findall(r"<th>([^<]+)</th>", run[: run.index("</thead>")])
     assert {"busy_us", "comm_us", "exposed_comm_us"} <= set(heads) and "compute_only_us" not in heads
     assert traceview("report", a, b, "-o", page, "--full-paths").returncode == 0

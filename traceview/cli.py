@@ -29,7 +29,7 @@ from .errors import TraceviewError, UsageError, os_problem
 from .ingest import IngestOptions, parse_memory_limit, parse_pattern, parse_steps, parse_time_window
 from .output import Format, printable, printable_lines, render
 from .segment import Method, SegmentOptions
-from .segment.report import INSTANCE_COLUMNS, LAYER_COLUMNS
+from .segment.report import INSTANCE_COLUMNS
 from .version import __version__
 
 if TYPE_CHECKING:
@@ -367,6 +367,18 @@ def overlap(
 
 # --- steps and layers: layers, segment (issue 4) ---
 
+LAYER_COLUMNS = (
+    "layer",
+    "name",
+    "instances",
+    "kernels",
+    "span_us",
+    "busy_us",
+    "comm_us",
+    "exposed_comm_us",
+    "method",
+    "confidence",
+)
 STEP_COLUMNS = (
     "rank",
     "step",

@@ -17,7 +17,7 @@ from typing import Any
 
 from . import plot, plotdata
 from .diff import RunRef, compare
-from .segment.report import LAYER_COLUMNS, layer_report
+from .segment.report import layer_report
 from .stepsel import steps_phrase
 from .version import __version__
 from .why import display_why
@@ -132,9 +132,7 @@ def _run_section(run: RunInput, side: str | None) -> str:
         parts.append(f"<h3>Layers ({_e(scope)})</h3>")
         parts.append(_img(plot.layers_figure(rows, ref.label, scope), f"time inside each layer of {ref.label}"))
         per_layer = layer_report(ref.con, ref.run_id, ref.label).per_layer
-        parts.append(
-            table(per_layer, "per layer index; method: how segmentation found the layer", columns=LAYER_COLUMNS)
-        )
+        parts.append(table(per_layer, "per layer index (as `traceview layers`); method: how segmentation found it"))
     else:
         parts.append('<p class="note">No transformer layers were found in this run (see `traceview layers`).</p>')
     data = plotdata.timeline(ref)
@@ -159,7 +157,7 @@ def table(rows: Sequence[Row], caption: str, fold_after: int = FOLD_ROWS, column
     if not rows:
         return f'<p class="note">{_e(caption)}: none.</p>'
     if columns:
-        every = _table(rows, list(rows[0]), f"{caption}, every column")
+        every = _table(rows, list(rows[0]), "every column of the table above")
         shown = _table(rows, [c for c in columns if c in rows[0]], caption)
         return (
             _folded(shown, caption, len(rows), fold_after)

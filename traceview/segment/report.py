@@ -33,20 +33,6 @@ INSTANCE_COLUMNS = (
     "warmup",
 )
 
-# The per-layer columns `traceview layers` and the HTML report show (LayerReport.per_layer has them all).
-LAYER_COLUMNS = (
-    "layer",
-    "name",
-    "instances",
-    "kernels",
-    "span_us",
-    "busy_us",
-    "comm_us",
-    "exposed_comm_us",
-    "method",
-    "confidence",
-)
-
 
 @dataclass(frozen=True)
 class LayerReport:
