@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import HTA
+from conftest import HTA, SAMPLES
 from hostile_traces import assert_one_line_error, traceview
 from kineto_builder import KinetoTrace
 
@@ -108,3 +108,13 @@ def test_the_report_leads_with_the_speedup_and_hides_where_the_trace_was(tmp_pat
     assert {"busy_us", "comm_us", "exposed_comm_us"} <= set(heads) and "compute_only_us" not in heads
     assert traceview("report", a, b, "-o", page, "--full-paths").returncode == 0
     assert str(tmp_path) in page.read_text()
+
+
+@pytest.mark.parametrize("name", ["graph.parquet.tar.gz", "graph.json.gz"])
+def test_a_tar_of_a_parquet_export_says_untar_it(tmp_path: Path, name: str) -> None:
+    """Named as an archive, or not (its first block says it is a tar): one line that says to untar it."""
+    archive = tmp_path / name
+    archive.write_bytes((SAMPLES / "graph.parquet.tar.gz").read_bytes())
+    result = traceview("ingest", archive, "-o", tmp_path / "run.db")
+    assert_one_line_error(result, archive, "an archive, not a trace", f"untar it (tar -xf {name})")
+    assert not (tmp_path / "run.db").exists()
