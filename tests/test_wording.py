@@ -12,6 +12,8 @@ from conftest import HTA, SAMPLES
 from hostile_traces import assert_one_line_error, traceview
 from kineto_builder import KinetoTrace
 
+from traceview import api as traceview_api
+
 CPU_ONLY = HTA / "cpu_only" / "rank-34.Jul_15_10_52_41.1074.pt.trace.json.gz"
 
 
@@ -118,3 +120,13 @@ def test_a_tar_of_a_parquet_export_says_untar_it(tmp_path: Path, name: str) -> N
     result = traceview("ingest", archive, "-o", tmp_path / "run.db")
     assert_one_line_error(result, archive, "an archive, not a trace", f"untar it (tar -xf {name})")
     assert not (tmp_path / "run.db").exists()
+
+
+def test_devices_come_from_device_properties_when_the_ids_differ(tmp_path: Path) -> None:
+    """A ROCm trace lists its one visible device as id 0 while its kernels run on device 9: still the MI300X."""
+    trace = KinetoTrace()
+    trace.metadata["deviceProperties"] = [{"id": 0, "name": "AMD Instinct MI300X"}]
+    with trace.cpu_range("ProfilerStep#1"):
+        trace.launch_kernel("gemm", device=9)
+    summary = traceview_api.ingest([trace.write(tmp_path / "t.json")], tmp_path / "run.db")
+    assert summary.device_names == ("AMD Instinct MI300X",)
