@@ -291,6 +291,7 @@ def _is_tar(path: Path) -> bool:
     """Whether `path`, a regular file (a stream is not read twice), gzip-compressed or not, is a tar archive, from
     its first block."""
     import gzip
+    import zlib
 
     if not path.is_file():
         return False
@@ -299,7 +300,7 @@ def _is_tar(path: Path) -> bool:
             head = raw.read(2)
             raw.seek(0)
             block = gzip.GzipFile(fileobj=raw).read(512) if head == b"\x1f\x8b" else raw.read(512)
-    except (OSError, EOFError):
+    except (OSError, EOFError, zlib.error):  # damaged: not a tar; the backend's reader words what is wrong
         return False
     return block[_TAR_MAGIC_AT : _TAR_MAGIC_AT + 5] == b"ustar"
 
