@@ -1,13 +1,18 @@
-"""Shared pytest fixtures: paths to the bundled real traces."""
+"""Shared pytest fixtures: paths to the bundled real traces, and their databases ingested once per session."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+import hashlib
+import os
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import duckdb
 import fuzz_runner
 import pytest
+from filelock import FileLock
+
+import traceview
 
 DATA = Path(__file__).parent / "data"
 HTA = DATA / "hta"
@@ -33,3 +38,32 @@ def runner() -> Iterator[fuzz_runner.CaseRunner]:
     """A worker process that runs fuzz cases one at a time, each under a 60 s timeout."""
     with fuzz_runner.CaseRunner(timeout_s=60) as case_runner:
         yield case_runner
+
+
+@pytest.fixture(scope="session")
+def ingested(tmp_path_factory: pytest.TempPathFactory) -> Callable[[Path], Path]:
+    """`ingested(trace)`: the database of `trace` ingested with the default options, once per test session, shared
+    by every test (and every pytest-xdist worker) that reads it. Open it read-only; a test that changes a database
+    ingests its own.
+
+    Under xdist the workers' temp folders share a parent made for this session, where a file lock lets the first
+    worker ingest while the others wait; without xdist the session's own temp folder is used. Nothing outlives the
+    session, so a database is never older than the code that wrote it."""
+    root = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        root = root.parent
+    shared = root / "ingested"
+    shared.mkdir(exist_ok=True)
+
+    def database(trace: Path) -> Path:
+        key = hashlib.sha256(str(trace.resolve()).encode()).hexdigest()[:16]
+        path = shared / f"{trace.name}-{key}.db"
+        with FileLock(f"{path}.lock"):
+            if not path.exists():
+                partial = path.with_suffix(".partial.db")
+                partial.unlink(missing_ok=True)
+                traceview.ingest([trace], partial)
+                partial.rename(path)
+        return path
+
+    return database

@@ -50,36 +50,38 @@ class Built:
     scale: float
 
 
-def step_length_us() -> int:
-    return FIRST_LAYER_US + LAYERS * LAYER_US + (LAYERS - 1) * LAYER_GAP_US + 2
+def step_length_us(layers: int = LAYERS) -> int:
+    return FIRST_LAYER_US + layers * LAYER_US + (layers - 1) * LAYER_GAP_US + 2
 
 
-def step_kernels(step: int, scale: float = 1.0) -> list[Kernel]:
-    """The activities of one step: memcpy prologue, LAYERS layer instances, memset epilogue."""
-    step_start_us = step * (step_length_us() + STEP_GAP_US)
+def step_kernels(step: int, scale: float = 1.0, layers: int = LAYERS) -> list[Kernel]:
+    """The activities of one step: memcpy prologue, `layers` layer instances, memset epilogue."""
+    step_start_us = step * (step_length_us(layers) + STEP_GAP_US)
 
     def ns(us: float) -> int:
         return T0_NS + round((step_start_us + us) * 1000 * scale)
 
     rows = [Kernel(ns(0), ns(3), "Memcpy HtoD", "memcpy", "memcpy", step=step)]
-    for layer in range(LAYERS):
+    for layer in range(layers):
         base = FIRST_LAYER_US + layer * (LAYER_US + LAYER_GAP_US)
         rows += [
             Kernel(ns(base + a), ns(base + b), name, category, stream_id=stream, step=step, layer=layer)
             for stream, category, a, b, name in LAYER_SHAPE
         ]
-    last = FIRST_LAYER_US + LAYERS * LAYER_US + (LAYERS - 1) * LAYER_GAP_US
+    last = FIRST_LAYER_US + layers * LAYER_US + (layers - 1) * LAYER_GAP_US
     rows.append(Kernel(ns(last), ns(last + 2), "Memset", "memset", "memset", step=step))
     return rows
 
 
-def build(path: Path, label: str = "synthetic", scale: float = 1.0, method: str = "annotation") -> Built:
-    """Write the database described in the module docstring to `path` (step 0 is warm-up)."""
+def build(
+    path: Path, label: str = "synthetic", scale: float = 1.0, method: str = "annotation", layers: int = LAYERS
+) -> Built:
+    """Write the database described in the module docstring to `path` (step 0 is warm-up), with `layers` layers."""
     con = database(path, runs=(label,))
     for step in range(STEPS):
-        add_kernels(con, step_kernels(step, scale))
+        add_kernels(con, step_kernels(step, scale, layers))
     segment(con, warmup_steps=(0,), method=method, confidence=1.0 if method == "annotation" else 0.9)
     con.execute("UPDATE runs SET trace_start_ns = ?, device_names = ['NVIDIA H200']", [T0_NS])
     con.execute("CHECKPOINT")
     con.close()
-    return Built(path, label, len(step_kernels(0)), scale)
+    return Built(path, label, len(step_kernels(0, scale, layers)), scale)

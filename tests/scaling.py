@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 from traceview.align import fused_operations, identity, similarity, words
 from traceview.diff import kernel_group
+from traceview.ingest.demangle import demangle
 from traceview.ingest.kernel_names import short_kernel_name
 from traceview.segment.annotation import parse_layer_name
 from traceview.segment.family import kernel_family
@@ -26,6 +27,7 @@ LINEAR_MAX = 30.0
 # Every function that reads a name from a trace, by what it reads.
 FUNCTIONS: dict[str, Callable[[str], object]] = {
     "short_kernel_name": short_kernel_name,
+    "demangle": lambda name: demangle([name]),  # the batch a run's names go to the system's demangler in
     "kernel_family": kernel_family,
     "identity": identity,  # diff's kernel alignment (align.py) and its kernel groups (diff.kernel_group)
     "words": words,

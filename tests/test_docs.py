@@ -17,3 +17,12 @@ def test_every_command_is_in_the_readme_cli_reference() -> None:
     reference = README.read_text().split("## CLI reference", 1)[1]
     documented = set(re.findall(r"^### `traceview ([a-z-]+)", reference, flags=re.MULTILINE))
     assert commands == documented
+
+
+def test_the_readme_test_command_is_what_ci_runs() -> None:
+    """The README's test command is the one `.ci/run` runs; CI then runs the heavy cases it leaves out."""
+    match = re.search(r"```sh\n(python3 -m venv [^\n]*pytest -q)\n```", README.read_text())
+    assert match, "the README has no test command"
+    ci = (README.parent / ".ci" / "run").read_text().splitlines()
+    assert match.group(1) in ci
+    assert ".venv/bin/python -m pytest -q -m heavy" in ci

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from kineto_builder import PID, TID, KinetoTrace
 
 import traceview
@@ -55,3 +56,22 @@ def test_cpu_threads_and_flows_from_launch_to_kernel(tmp_path: Path) -> None:
         assert (start["pid"], start["tid"], start["ts"]) == (*cpu_track[0], ts)
         assert flow["ts"] == kernels[correlation] and flow["bp"] == "e"
     assert stats.cpu_events == len(on_cpu)
+
+
+@pytest.mark.parametrize(
+    ("thread_name", "track"),
+    [
+        (f"thread {TID} (python3)", f"CPU {PID} · thread {TID} (python3)"),  # Kineto's own spelling, not doubled
+        ("python3", f"CPU {PID} · thread {TID} (python3)"),  # a bare name, as nsys records it
+    ],
+)
+def test_a_named_thread_is_named_once(tmp_path: Path, thread_name: str, track: str) -> None:
+    trace = KinetoTrace()
+    trace.events.append({"ph": "M", "name": "thread_name", "pid": PID, "tid": TID, "args": {"name": thread_name}})
+    with trace.cpu_range("ProfilerStep#1"):
+        trace.launch_kernel("gemm")
+    traceview.ingest([trace.write(tmp_path / "t.json")], tmp_path / "run.db")
+    traceview.api.export(tmp_path / "run.db", tmp_path / "out.json")
+    events = json.loads((tmp_path / "out.json").read_text())["traceEvents"]
+    names = [e["args"]["name"] for e in events if e["name"] == "thread_name" and e["args"]["name"].startswith("CPU")]
+    assert names == [track]

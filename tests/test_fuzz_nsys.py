@@ -30,6 +30,7 @@ SEEDS = fuzzing.nsys_seed_files()
 SEED = next(p for p in SEEDS if p.name.startswith("compiled")) if any("compiled" in p.name for p in SEEDS) else SEEDS[0]
 
 
+@pytest.mark.heavy
 @FUZZ
 @given(rng=st.randoms(use_true_random=False))
 def test_mutated_real_exports_ingest_or_fail_cleanly(runner: fuzz_runner.CaseRunner, rng: random.Random) -> None:

@@ -262,6 +262,7 @@ SETTINGS = settings(
 )
 
 
+@pytest.mark.heavy
 @SETTINGS
 @given(texts=TEXTS)
 @example(texts=SURROGATES)
@@ -273,6 +274,7 @@ def test_hostile_text_in_a_kineto_trace_and_on_the_command_line(
     check_everything(kineto_trace(tmp, texts), texts, tmp)
 
 
+@pytest.mark.heavy
 @SETTINGS
 @given(texts=TEXTS)
 @example(texts=SURROGATES)

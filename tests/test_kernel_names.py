@@ -12,12 +12,15 @@ import json
 import lzma
 import shutil
 import sqlite3
+import subprocess
 from pathlib import Path
 
 import pytest
 from conftest import DATA, SAMPLES
+from kineto_builder import KinetoTrace
 
 import traceview
+from traceview.ingest import demangle as demangle_stage
 from traceview.ingest.kernel_names import short_kernel_name
 
 EXTERNAL = Path(__file__).parent.parent.parent / "shared" / "external"
@@ -74,7 +77,7 @@ EXTERNAL = Path(__file__).parent.parent.parent / "shared" / "external"
         (
             "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
             "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<(unsigned long)4096>)",
-            "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+            "ncclDevKernel_AllReduce_Sum_bf16_RING_LL",
         ),
     ],
 )
@@ -97,10 +100,9 @@ def test_both_demanglers_give_one_short_name(kineto: str, nsys: str, short: str)
             "std::enable_if<!(false), void>::type internal::gemvx::kernel<int, int, float, 7>(float const*)",
             "kernel<int, int, float, 7>",
         ),
-        # overloads that are not templates differ only in their parameters
-        ("find_long_segments(at::Accessor<int>, int)", "find_long_segments(Accessor<int>, int)"),
-        ("find_long_segments(at::Accessor<long>, int)", "find_long_segments(Accessor<long>, int)"),
-        ("at::cuda::<unnamed>::spin_kernel(long)", "spin_kernel(long)"),
+        # one rule for parameter lists, template or not: dropped (overloads share a short name; `name` keeps both)
+        ("find_long_segments(at::Accessor<int>, int)", "find_long_segments"),
+        ("at::cuda::<unnamed>::spin_kernel(long)", "spin_kernel"),
         ("triton_poi_fused_add_0", "triton_poi_fused_add_0"),
         ("nvjet_sm90_tst_8x64_64x16_2x1_v_bz_TNN", "nvjet_sm90_tst_8x64_64x16_2x1_v_bz_TNN"),
         ("Memcpy DtoD (Device -> Device)", "DtoD"),
@@ -149,6 +151,7 @@ def _bundled_traces() -> list[Path]:
     return [p for root in roots if root.is_dir() for pattern in patterns for p in sorted(root.rglob(pattern))]
 
 
+@pytest.mark.heavy
 def test_no_two_kernels_of_a_bundled_trace_share_a_short_name(tmp_path: Path) -> None:
     traces = _bundled_traces()
     assert len(traces) > 60 and any("corpus" in p.parts for p in traces)
@@ -185,3 +188,49 @@ def test_kineto_and_nsys_twins_of_the_corpus_name_the_same_kernels(tmp_path: Pat
         from_nsys = {short_kernel_name(n) for n in _names(nsys, tmp_path)}
         assert from_kineto <= from_nsys, kineto.name
         assert len(from_nsys - from_kineto) == len(mangled), kineto.name
+
+
+AITER = "_ZN5aiter24add_rmsnorm_quant_kernelIDF16bDF16bLi256ELi8ELb0ELb1EEEvPT0_PKT_S5_PfS3_fii"
+HAS_DEMANGLER = any(shutil.which(tool) for tool in demangle_stage.TOOLS)
+
+
+@pytest.mark.skipif(not HAS_DEMANGLER, reason="no c++filt or llvm-cxxfilt installed")
+def test_mangled_names_are_demangled_in_one_call_per_ingest(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ROCm trace's AMD kernels arrive mangled: every distinct one goes to the system's demangler in one call,
+    however many kernels carry it; a name it cannot read stays as it was."""
+    calls = []
+    run = subprocess.run
+
+    def counted(*args: object, **kwargs: object) -> subprocess.CompletedProcess[str]:
+        calls.append(kwargs["input"])
+        return run(*args, **kwargs)  # type: ignore[call-overload]
+
+    monkeypatch.setattr(demangle_stage.subprocess, "run", counted)
+    unreadable = "_ZN7cutlass13device_kernelIN3foo"
+    trace = KinetoTrace()
+    for _ in range(20):
+        for name in (AITER, "_Z11spin_kernell", unreadable, "gemm"):
+            trace.launch_kernel(name)
+    db = tmp_path / "run.db"
+    traceview.ingest([trace.write(tmp_path / "t.json")], db)
+    with traceview.connect(db) as con:
+        short = dict(con.execute("SELECT DISTINCT name, short_name FROM gpu_activity").fetchall())
+    assert short == {
+        AITER: "add_rmsnorm_quant_kernel<bfloat16_t, bfloat16_t, 256, 8, false, true>",
+        "_Z11spin_kernell": "spin_kernel",
+        unreadable: unreadable,
+        "gemm": "gemm",
+    }
+    assert len(calls) == 1 and sorted(calls[0].split()) == sorted([AITER, "_Z11spin_kernell", unreadable])
+
+
+def test_without_a_demangler_names_stay_as_they_were(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(demangle_stage.shutil, "which", lambda _: None)
+    assert demangle_stage.demangle([AITER]) == {}
+    assert short_kernel_name(AITER) == AITER
+
+
+def test_a_hostile_mangled_name_is_not_handed_to_the_demangler(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Longer than any kernel name, or not a mangled name at all (a newline would split the batch): kept out."""
+    monkeypatch.setattr(demangle_stage.subprocess, "run", lambda *a, **k: pytest.fail("called"))
+    assert demangle_stage.demangle(["_Z" + "1a" * 500_000, "_Z3foov\n_Z3barv", "_Z has spaces"]) == {}

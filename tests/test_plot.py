@@ -51,7 +51,7 @@ def _patches(figure: Figure, prefix: str) -> list[object]:
 def test_timeline_draws_every_activity_of_the_default_step(dbs: tuple[Path, Path]) -> None:
     db, _ = dbs
     figure = api.figure(db, "timeline")
-    # The default step is the first steady-state one: step 0 is warm-up.
+    # The default step is the median steady-state one by span (the earlier on a tie): step 0 is warm-up.
     step = _scalar(db, "SELECT min(step) FROM steps WHERE NOT warmup")
     assert step == 1
     with traceview.connect(db) as con:
@@ -135,12 +135,17 @@ def test_diff_bars_and_speedups(dbs: tuple[Path, Path]) -> None:
     heights = {side: [p.get_height() for p in _patches(figure, f"diff:{side}")] for side in "ab"}
     assert heights["a"] == [pytest.approx(layered_db.LAYER_US)] * layered_db.LAYERS
     assert heights["b"] == [pytest.approx(layered_db.LAYER_US / 2)] * layered_db.LAYERS
+    busy = {side: [p.get_height() for p in _patches(figure, f"busy:{side}")] for side in "ab"}
+    assert busy == {
+        "a": [pytest.approx(layered_db.EXPECTED["busy_us"])] * layered_db.LAYERS,
+        "b": [pytest.approx(layered_db.EXPECTED["busy_us"] / 2)] * layered_db.LAYERS,
+    }
     speedups = [t.get_text() for t in figure.axes[0].texts if t.get_gid() == "speedup"]
-    assert speedups == ["2.00x"] * layered_db.LAYERS
+    assert speedups == ["2.00x / 2.00x"] * layered_db.LAYERS  # span / busy
     title = figure.axes[0].get_title()
     assert "baseline (A)" in title and "candidate (B)" in title
     legend = [t.get_text() for t in figure.subfigs[0].legends[0].get_texts()]
-    assert legend == ["A: baseline", "B: candidate"]
+    assert legend == ["A span", "A busy", "B span", "B busy"]
     only = api.figure(a, "diff", other=b, layers="2-3")
     assert len(_patches(only, "diff:a")) == 2
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -15,15 +16,13 @@ PATHS = ("eager", "compiled", "graph")
 
 
 @pytest.fixture(scope="module")
-def samples(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    folder = tmp_path_factory.mktemp("samples")
+def samples(ingested: Callable[[Path], Path]) -> dict[str, Path]:
     dbs = {}
     for name in PATHS:
         trace = SAMPLES / f"{name}.pt.trace.json.gz"
         if not trace.exists():
             pytest.skip(f"{trace} is missing")
-        dbs[name] = folder / f"{name}.db"
-        traceview.ingest([trace], dbs[name])
+        dbs[name] = ingested(trace)
         with traceview.connect(dbs[name]) as con:
             if con.execute("SELECT count(*) FROM layers").fetchall()[0][0] == 0:
                 pytest.skip(f"segmentation found no layers in {trace.name}")
@@ -44,7 +43,9 @@ def _drawn(figure: Figure, prefix: str) -> int:
 def test_timeline_draws_each_activity_and_layer_of_the_step(name: str, samples: dict[str, Path]) -> None:
     db = samples[name]
     figure = api.figure(db, "timeline")
-    step = _rows(db, "SELECT step FROM steps ORDER BY warmup, step LIMIT 1")[0][0]
+    # The default step is the median of the steady steps by span (the earlier of the two middle ones).
+    steady = _rows(db, "SELECT step FROM steps WHERE NOT warmup ORDER BY end_ns - start_ns, step")
+    step = steady[(len(steady) - 1) // 2][0]
     activities = _rows(db, "SELECT count(*) FROM gpu_activity WHERE step = ?", [step])[0][0]
     layers = [r[0] for r in _rows(db, "SELECT layer FROM layers WHERE step = ? ORDER BY start_ns", [step])]
     assert activities > 200
@@ -77,20 +78,22 @@ def test_layers_bars_match_layer_metrics(name: str, samples: dict[str, Path]) ->
 
 def test_diff_eager_vs_compiled(samples: dict[str, Path]) -> None:
     figure = api.figure(samples["eager"], "diff", other=samples["compiled"])
-    spans = {}
+    medians = {}
     for side, name in (("a", "eager"), ("b", "compiled")):
-        spans[side] = [
-            r[1]
-            for r in _rows(
-                samples[name],
-                "SELECT layer, median(span_us) FROM layer_metrics JOIN step_steady USING (run_id, rank, step)"
-                " GROUP BY layer ORDER BY layer",
-            )
-        ]
-        drawn = [p.get_height() for p in figure.axes[0].patches if p.get_gid() == f"diff:{side}"]
-        assert drawn == [pytest.approx(v) for v in spans[side]]
+        medians[side] = _rows(
+            samples[name],
+            "SELECT layer, median(span_us), median(busy_us) FROM layer_metrics"
+            " JOIN step_steady USING (run_id, rank, step) GROUP BY layer ORDER BY layer",
+        )
+        drawn = {
+            part: [p.get_height() for p in figure.axes[0].patches if p.get_gid() == f"{part}:{side}"]
+            for part in ("diff", "busy")
+        }
+        assert drawn["diff"] == [pytest.approx(r[1]) for r in medians[side]]
+        assert drawn["busy"] == [pytest.approx(r[2]) for r in medians[side]]
     speedups = [t.get_text() for t in figure.axes[0].texts if t.get_gid() == "speedup"]
-    assert speedups == [f"{a / b:.2f}x" for a, b in zip(spans["a"], spans["b"], strict=True)]
+    pairs = zip(medians["a"], medians["b"], strict=True)
+    assert speedups == [f"{a[1] / b[1]:.2f}x / {a[2] / b[2]:.2f}x" for a, b in pairs]
 
 
 def test_pictures_are_written(samples: dict[str, Path], tmp_path: Path) -> None:

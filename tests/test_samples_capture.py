@@ -4,6 +4,7 @@ captured. The truth is the eager trace of the same model, annotated on every ste
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -26,11 +27,8 @@ def layer_sequences(db: Path) -> dict[int, list[list[str]]]:
 
 
 @pytest.fixture(scope="module")
-def dbs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    out = tmp_path_factory.mktemp("capture")
-    traceview.ingest([SAMPLES / "capture_graph.pt.trace.json.gz"], out / "graph.db")
-    traceview.ingest([SAMPLES / "eager.pt.trace.json.gz"], out / "eager.db")
-    return out / "graph.db", out / "eager.db"
+def dbs(ingested: Callable[[Path], Path]) -> tuple[Path, Path]:
+    return ingested(SAMPLES / "capture_graph.pt.trace.json.gz"), ingested(SAMPLES / "eager.pt.trace.json.gz")
 
 
 def test_replayed_kernels_are_attributed_by_their_capture(dbs: tuple[Path, Path]) -> None:

@@ -3,6 +3,7 @@ backends). The diff must report each side's kernels per layer exactly as `tracev
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -12,16 +13,13 @@ import traceview
 
 
 @pytest.fixture(scope="module")
-def sample_dbs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    out = tmp_path_factory.mktemp("samples")
+def sample_dbs(ingested: Callable[[Path], Path]) -> dict[str, Path]:
     sources = {
         "eager": SAMPLES / "eager.pt.trace.json.gz",
         "compiled": SAMPLES / "compiled.pt.trace.json.gz",
         "graph_nsys": SAMPLES / "graph.sqlite",
     }
-    for name, source in sources.items():
-        traceview.ingest([source], out / f"{name}.db")
-    return {name: out / f"{name}.db" for name in sources}
+    return {name: ingested(source) for name, source in sources.items()}
 
 
 def _median_kernels_per_layer(db: Path) -> dict[int, float]:

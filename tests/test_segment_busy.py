@@ -8,6 +8,7 @@ return what they returned when they swept the kernels themselves.
 from __future__ import annotations
 
 import duckdb
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from synthetic import Kernel, add_kernels, database, segment, timeline
@@ -82,6 +83,7 @@ kernels = st.builds(
 )
 
 
+@pytest.mark.heavy
 @settings(max_examples=60, deadline=None)
 @given(st.lists(kernels, max_size=30))
 def test_tables_hold_what_the_macros_compute(rows: list[Kernel]) -> None:

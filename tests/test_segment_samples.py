@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -28,15 +29,9 @@ STEPS = 5
 
 
 @pytest.fixture(scope="module")
-def databases(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    tmp = tmp_path_factory.mktemp("samples")
-    out = {}
-    for name in ("eager", "compiled", "graph"):
-        for suffix in ("pt.trace.json.gz", "sqlite"):
-            key = f"{name}.{suffix}"
-            out[key] = tmp / f"{key}.db"
-            traceview.ingest([SAMPLES / key], out[key])
-    return out
+def databases(ingested: Callable[[Path], Path]) -> dict[str, Path]:
+    keys = [f"{name}.{suffix}" for name in ("eager", "compiled", "graph") for suffix in ("pt.trace.json.gz", "sqlite")]
+    return {key: ingested(SAMPLES / key) for key in keys}
 
 
 def layer_counts(db: Path) -> dict[tuple[int, int], int]:

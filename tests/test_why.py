@@ -6,6 +6,7 @@ import json
 import statistics
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import duckdb
@@ -68,16 +69,13 @@ def test_communication_moved_off_the_compute_stream_is_hidden(planted: tuple[Pat
 
 
 @pytest.fixture(scope="module")
-def sample_dbs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    out = tmp_path_factory.mktemp("samples")
+def sample_dbs(ingested: Callable[[Path], Path]) -> dict[str, Path]:
     sources = {
         f"{mode}{suffix}": SAMPLES / f"{mode}{ext}"
         for mode in ("eager", "compiled", "graph")
         for suffix, ext in (("", ".pt.trace.json.gz"), ("_nsys", ".sqlite"))
     }
-    for name, source in sources.items():
-        traceview.ingest([source], out / f"{name}.db")
-    return {name: out / f"{name}.db" for name in sources}
+    return {name: ingested(source) for name, source in sources.items()}
 
 
 PAIRS = [

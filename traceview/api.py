@@ -232,6 +232,12 @@ def run_ids(con: duckdb.DuckDBPyConnection) -> list[int]:
     return [r[0] for r in con.execute("SELECT run_id FROM runs ORDER BY run_id").fetchall()]
 
 
+def run_labels(database: str | Path) -> dict[int, str]:
+    """Run id -> label, of every run in the database."""
+    with connect(database) as con:
+        return dict(con.execute("SELECT run_id, label FROM runs ORDER BY run_id").fetchall())
+
+
 def summarize(con: duckdb.DuckDBPyConnection, run_id: int, already_ingested: bool = False) -> RunSummary:
     """Counts and span of one run."""
     row = first_row(
@@ -303,12 +309,13 @@ def summarize(con: duckdb.DuckDBPyConnection, run_id: int, already_ingested: boo
 
 
 def data_loss(con: duckdb.DuckDBPyConnection) -> list[dict[str, object]]:
-    """Counters of ingest_stats that report lost or unusable data, per run and rank."""
+    """Counters of ingest_stats that report lost or unusable data, per run and rank (not the warnings, which
+    RunSummary.warnings holds)."""
     result = con.execute(
         """
         SELECT r.label AS run, s.rank, s.name, s.value, s.description
         FROM ingest_stats s JOIN runs r USING (run_id)
-        WHERE s.severity <> 'info' AND s.value > 0
+        WHERE s.severity <> 'info' AND s.value > 0 AND s.name <> 'warning'
         ORDER BY r.run_id, s.rank, s.name
         """
     )
@@ -328,7 +335,27 @@ def diff(
         if b is None and label_b is None:
             raise DatabaseError(a, "one database needs two run labels to compare", "pass --a LABEL --b LABEL")
         run_b = diff_stage.resolve_run(con_b, label_b, str(b if b is not None else a))
-        return diff_stage.compare(run_a, run_b)
+        return diff_stage.compare(*told_apart(run_a, run_b, a, b if b is not None else a))
+
+
+def told_apart(
+    run_a: diff_stage.RunRef, run_b: diff_stage.RunRef, a: str | Path, b: str | Path
+) -> tuple[diff_stage.RunRef, diff_stage.RunRef]:
+    """Runs A and B (of databases `a` and `b`) named so that they can be told apart: two runs with one label (the
+    same trace file name ingested into two databases) take their database's file name, `eager (before.db)`, or
+    its path when the file names are the same too, or their run id within one database."""
+    if run_a.label != run_b.label:
+        return run_a, run_b
+    if Path(a).resolve() == Path(b).resolve():
+        where = (f"run {run_a.run_id}", f"run {run_b.run_id}")
+    elif Path(a).name != Path(b).name:
+        where = (Path(a).name, Path(b).name)
+    else:
+        where = (str(a), str(b))
+    return (
+        dataclasses.replace(run_a, label=f"{run_a.label} ({where[0]})"),
+        dataclasses.replace(run_b, label=f"{run_b.label} ({where[1]})"),
+    )
 
 
 def segment(database: str | Path, options: SegmentOptions | None = None, run: str | None = None) -> list[SegmentResult]:
@@ -400,8 +427,9 @@ def figure(
         if other is None and run_b is None:
             raise DatabaseError(database, "a diff needs two runs", "give a second database, or --run-b LABEL")
         with connect(other if other is not None else database) as con_b:
-            ref_b = diff_stage.resolve_run(con_b, run_b, str(other if other is not None else database))
-            result = diff_stage.compare(ref, ref_b)
+            path_b = other if other is not None else database
+            ref_b = diff_stage.resolve_run(con_b, run_b, str(path_b))
+            result = diff_stage.compare(*told_apart(ref, ref_b, database, path_b))
         rows = [r for r in result.layers if layer_range is None or layer_range[0] <= r["layer"] <= layer_range[1]]
         why = [r for r in result.why if layer_range is None or layer_range[0] <= r["layer"] <= layer_range[1]]
         return plot_stage.diff_figure(rows, result.summary, why)
@@ -432,34 +460,38 @@ def report(
     other: str | Path | None = None,
     run: str | None = None,
     run_b: str | None = None,
+    full_paths: bool = False,
 ) -> Path:
-    """Write one self-contained HTML report of a run, or of two runs compared (`other` or `run_b` is run B)."""
+    """Write one self-contained HTML report of a run, or of two runs compared (`other` or `run_b` is run B). The
+    trace's file name is shown, not where it was (a home directory in an attachment), unless `full_paths`."""
     from . import report as report_stage
 
     output = Path(output)
     refuse_inputs(output, [database, other])
     with connect(database) as con:
-        a = _report_input(con, diff_stage.resolve_run(con, run, str(database)))
-        b = None
+        ref_a = diff_stage.resolve_run(con, run, str(database))
         if other is not None or run_b is not None:
-            with connect(other if other is not None else database) as con_b:
-                b = _report_input(con_b, diff_stage.resolve_run(con_b, run_b, str(other or database)))
-                page = report_stage.build_html(a, b)
+            path_b = other if other is not None else database
+            with connect(path_b) as con_b:
+                ref_a, ref_b = told_apart(ref_a, diff_stage.resolve_run(con_b, run_b, str(path_b)), database, path_b)
+                page = report_stage.build_html(
+                    _report_input(con, ref_a, full_paths), _report_input(con_b, ref_b, full_paths)
+                )
         else:
-            page = report_stage.build_html(a)
+            page = report_stage.build_html(_report_input(con, ref_a, full_paths))
     with replacing(output) as tmp:
         tmp.write_text(page, encoding="utf-8")
     return output
 
 
-def _report_input(con: duckdb.DuckDBPyConnection, ref: diff_stage.RunRef) -> RunInput:
+def _report_input(con: duckdb.DuckDBPyConnection, ref: diff_stage.RunRef, full_paths: bool) -> RunInput:
     from .report import RunInput
 
     summary = summarize(con, ref.run_id)
     overview = {
         "run": summary.label,
         "backend": summary.backend,
-        "source": summary.source_path,
+        "source": summary.source_path if full_paths else Path(summary.source_path).name,
         "devices": ", ".join(summary.device_names),
         "ranks": summary.ranks,
         "kernels": summary.kernels,
@@ -468,8 +500,9 @@ def _report_input(con: duckdb.DuckDBPyConnection, ref: diff_stage.RunRef) -> Run
         "steps": summary.steps,
         "layers": summary.layers,
         "span_ms": summary.span_ms,
+        "warnings": "; ".join(summary.warnings),
     }
-    losses = [row for row in data_loss(con) if row["run"] == ref.label]
+    losses = [row for row in data_loss(con) if row["run"] == summary.label]
     return RunInput(ref, overview, losses)
 
 

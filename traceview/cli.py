@@ -169,9 +169,12 @@ def info(database: DbArg, fmt: FormatOpt = Format.table) -> None:
     from . import api
 
     with api.connect(database) as con:
-        rows = [_summary_row(api.summarize(con, run_id)) for run_id in api.run_ids(con)]
+        summaries = [api.summarize(con, run_id) for run_id in api.run_ids(con)]
         losses = api.data_loss(con)
-    emit(render(rows, fmt, title=str(database)))
+    emit(render([_summary_row(s) for s in summaries], fmt, title=str(database)))
+    warned = [{"run": s.label, "warning": w} for s in summaries for w in s.warnings]
+    if warned and fmt is Format.table:
+        emit(render(warned, fmt, title="warnings"))
     if losses and fmt is Format.table:
         emit(render(losses, fmt, title="data loss"))
 
@@ -242,7 +245,9 @@ def plot(
     run_b: RunBOpt = None,
     step: Annotated[
         int | None,
-        typer.Option(help="Step number, as `traceview layers` shows it (default: the first steady-state step)."),
+        typer.Option(
+            help="Step number, as `traceview layers` shows it (default: the steady-state step of median span)."
+        ),
     ] = None,
     layers: Annotated[str | None, typer.Option(help="Layer indices, e.g. 3-5.", metavar="FIRST-LAST")] = None,
     rank: Annotated[int | None, typer.Option(help="Rank (default: the lowest; layers: all ranks).")] = None,
@@ -261,11 +266,14 @@ def report(
     other: Annotated[Path | None, typer.Argument(help="Second database, compared against the first.")] = None,
     run: RunOpt = None,
     run_b: RunBOpt = None,
+    full_paths: Annotated[
+        bool, typer.Option("--full-paths", help="Show where each trace was, not only its file name.")
+    ] = False,
 ) -> None:
     """Write one self-contained HTML report (tables and pictures; the comparison when given two runs)."""
     from . import api
 
-    path = api.report(database, output, other, run, run_b)
+    path = api.report(database, output, other, run, run_b, full_paths)
     say(f"wrote {path}")
 
 
@@ -416,7 +424,7 @@ def layers(
             say(f"note: {note}")
         emit(render(per_rank, fmt) if by_rank else render(result.instances, fmt, columns=INSTANCE_COLUMNS))
         return
-    head = [f"{result.label}: layers found by {', '.join(result.methods) or 'no method'}"]
+    head = [f"{result.label}: " + (f"layers found by {', '.join(result.methods)}" if result.methods else "no layers")]
     parts = ["\n".join(printable(line) for line in head + [f"note: {note}" for note in result.notes])]
     if by_rank:
         parts.append(render(per_rank, fmt, title="per layer and rank (medians across the rank's steady steps)"))
@@ -450,8 +458,10 @@ def segment(
 
     options = _segment_options(method, layer_pattern, step_pattern, layers, model_config)
     results = api.segment(database, options, run)
+    labels = api.run_labels(database)
     rows = [
         {
+            "run": labels[r.run_id],
             "run_id": r.run_id,
             "steps": r.steps,
             "step_method": ", ".join(r.step_methods),
@@ -464,9 +474,9 @@ def segment(
     ]
     for result in results:
         for note in result.notes:
-            say(f"note: run {result.run_id}: {note}")
+            say(f"note: {labels[result.run_id]}: {note}")
         for warning in result.warnings:
-            say(f"warning: run {result.run_id}: {warning}")
+            say(f"warning: {labels[result.run_id]}: {warning}")
     emit(render(rows, fmt, title=str(database)))
 
 

@@ -10,6 +10,7 @@ import json
 from . import diff as diff_stage
 from . import why as why_stage
 from .output import Format, printable, render
+from .stepsel import steps_phrase
 
 WIDTH = 160  # columns assumed when the output is not a terminal (names are cut to the width)
 
@@ -29,7 +30,7 @@ def diff_document(
     if fmt is Format.csv:
         return render(result.by_rank if by_rank else result.layers, fmt)
     summary = result.summary
-    title = f"{summary['a']} → {summary['b']} ({summary['phase']} steps)"
+    title = f"{summary['a']} → {summary['b']} ({steps_phrase(summary['phase'])})"
     parts = [printable(f"{title}: {summary['headline']}"), *[printable(f"note: {n}") for n in result.notes]]
     if result.why:
         parts.append("\n".join(printable(row["sentence"]) for row in result.why))

@@ -83,8 +83,12 @@ WITH
         UNION ALL SELECT rank, {LAYERS_TID}, 'layers' FROM _ranks
         UNION ALL SELECT rank, tid, format('GPU {{}} · stream {{}}', coalesce(device_id::VARCHAR, '?'),
                                            coalesce(stream_id::VARCHAR, '?')) FROM _tracks
-        UNION ALL SELECT c.rank, c.cpu_tid, format('CPU {{}} · thread {{}}', coalesce(c.pid::VARCHAR, '?'),
-                                                   coalesce(n.thread_name, c.tid::VARCHAR, '?'))
+        -- `CPU 682 · thread 682 (python3)`: Kineto's thread names already say `thread N`; others get it
+        UNION ALL SELECT c.rank, c.cpu_tid, format('CPU {{}} · {{}}', coalesce(c.pid::VARCHAR, '?'), CASE
+            WHEN n.thread_name LIKE 'thread %' THEN n.thread_name
+            WHEN n.thread_name IS NOT NULL
+                THEN format('thread {{}} ({{}})', coalesce(c.tid::VARCHAR, '?'), n.thread_name)
+            ELSE 'thread ' || coalesce(c.tid::VARCHAR, '?') END)
         FROM _cpu_tracks c
         LEFT JOIN (SELECT rank, pid, tid, max(thread_name) AS thread_name FROM threads
                    WHERE run_id = $run AND tid IS NOT NULL GROUP BY ALL) n

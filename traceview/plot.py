@@ -5,7 +5,8 @@ state), so figures can be made in threads and tests can inspect them. Every pict
 GPU work is coloured by gpu_activity.category, exposed communication is red, idle time is light grey.
 
 Artists that tests count carry a gid: `activity:CATEGORY` (one PolyCollection per lane and category, one path
-per activity), `exposed_comm`, `layer:N` (the shaded span of layer N), `bar:PART`, `diff:a`, `diff:b`, `speedup`,
+per activity), `exposed_comm`, `layer:N` (the shaded span of layer N), `layer_label`, `bar:PART`, `span`, `diff:a`,
+`diff:b` (span), `busy:a`, `busy:b`, `speedup`,
 `waterfall:a`, `waterfall:CAUSE`, `waterfall:b` (the why waterfall of each layer).
 """
 
@@ -19,13 +20,16 @@ from typing import Any
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.font_manager import FontProperties
 from matplotlib.patches import Patch
+from matplotlib.text import Text
 from matplotlib.ticker import StrMethodFormatter
 from matplotlib.transforms import blended_transform_factory
 
 from .errors import UsageError
 from .plotdata import LayerBreakdown, TimelineData
 from .scratch import replacing
+from .stepsel import steps_phrase
 
 Row = dict[str, Any]
 
@@ -53,17 +57,109 @@ def _figure(height: float = FIGSIZE[1]) -> Figure:
     return figure
 
 
+TITLE_CHARS = 400  # a title line longer than this (a hostile label) is cut before it is wrapped
+LABEL_GAP_PX = 4  # the least room between two labels of a row
+
+
+def _fitted(figure: Figure, thin: Sequence[Sequence[Text]] = (), ticks: Sequence[Any] = ()) -> Figure:
+    """`figure` laid out so that its text stays inside and apart: every title wrapped to the width it has (one
+    line cut only when a single word is wider than the figure), then every row of labels in `thin` thinned to those
+    that do not touch the one kept before them, and the x ticks of each axes of `ticks` thinned to every n-th."""
+    figure.draw_without_rendering()
+    for title in _titles(figure):
+        _wrap_to_fit(figure, title)
+    figure.draw_without_rendering()
+    for texts in thin:
+        _keep_apart(texts)
+    for ax in ticks:
+        _thin_ticks(ax)
+    return figure
+
+
+def _titles(figure: Figure) -> list[Text]:
+    """Every axes title and the suptitle of the figure and of each of its subfigures, that hold text."""
+    return [t for t in [*(ax.title for ax in figure.axes), *_suptitles(figure)] if t.get_text()]
+
+
+def _suptitles(figure: Figure) -> list[Text]:
+    """The suptitles of the figure and of its subfigures (matplotlib keeps no public list of them)."""
+    parts = (figure, *figure.subfigs)
+    return [part._suptitle for part in parts if getattr(part, "_suptitle", None) is not None]
+
+
+def _wrap_to_fit(figure: Figure, title: Text) -> None:
+    """Rewrap `title` at spaces so that, centred where it is, no line passes either edge of the figure."""
+    box = title.get_window_extent()
+    centre = (box.x0 + box.x1) / 2
+    room = 2 * min(centre, figure.bbox.width - centre) - 2 * LABEL_GAP_PX
+    renderer = figure.canvas.get_renderer()
+    font = FontProperties(size=title.get_fontsize(), weight=title.get_fontweight())
+
+    def width(line: str) -> float:
+        return renderer.get_text_width_height_descent(line, font, ismath=False)[0]
+
+    lines = [line[:TITLE_CHARS] for line in title.get_text().split("\n")]
+    title.set_text("\n".join(wrapped for line in lines for wrapped in _wrap(line, width, room)))
+
+
+def _wrap(line: str, width: Any, room: float) -> list[str]:
+    """`line` cut at spaces into lines no wider than `room` (`width` measures a string); a word wider than `room`
+    is cut where it must be."""
+    out: list[str] = []
+    current = ""
+    for word in line.split(" "):
+        candidate = f"{current} {word}" if current else word
+        if width(candidate) <= room:
+            current = candidate
+            continue
+        if current:
+            out.append(current)
+        current = word
+        while len(current) > 1 and width(current) > room:
+            cut = _longest_fitting(current, width, room)
+            out.append(current[:cut])
+            current = current[cut:]
+    out.append(current)
+    return out
+
+
+def _longest_fitting(word: str, width: Any, room: float) -> int:
+    """The length of the longest start of `word` no wider than `room` (at least one character): binary search."""
+    lo, hi = 1, len(word)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if width(word[:mid]) <= room else (lo, mid - 1)
+    return lo
+
+
+def _keep_apart(texts: Sequence[Text]) -> None:
+    """Hide each text (left to right) that would touch the last one kept: a row of labels never overprints."""
+    kept = None
+    for text in sorted(texts, key=lambda t: t.get_window_extent().x0):
+        box = text.get_window_extent().expanded(1.0, 1.0).padded(LABEL_GAP_PX / 2)
+        if kept is not None and box.overlaps(kept):
+            text.set_visible(False)
+        else:
+            kept = box
+
+
+def _thin_ticks(ax: Any) -> None:
+    """Keep every n-th x tick, n the least at which no two kept labels touch (labels are thinned evenly)."""
+    ticks, labels = list(ax.get_xticks()), ax.get_xticklabels()
+    boxes = [label.get_window_extent().padded(LABEL_GAP_PX / 2) for label in labels]
+    every = next(
+        n for n in range(1, len(ticks) + 1) if not any(boxes[i].overlaps(boxes[i + n]) for i in range(len(boxes) - n))
+    )
+    if every > 1:
+        ax.set_xticks(ticks[::every], [label.get_text() for label in labels][::every])
+
+
 def _style(ax: Any, xlabel: str, ylabel: str) -> None:
     ax.set_xlabel(xlabel, fontsize=FONT["label"])
     ax.set_ylabel(ylabel, fontsize=FONT["label"])
     ax.tick_params(labelsize=FONT["tick"])
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
-
-
-def _label_every(count: int, room: int = 24) -> int:
-    """Label every n-th of `count` items so that at most about `room` labels are written."""
-    return max(1, math.ceil(count / room))
 
 
 def timeline_figure(data: TimelineData) -> Figure:
@@ -73,20 +169,21 @@ def timeline_figure(data: TimelineData) -> Figure:
     rows = lanes + (1 if has_comm else 0)
     figure = _figure(max(3.5, min(FIGSIZE[1], 2.2 + 0.7 * rows)))
     ax = figure.subplots()
-    label_every = _label_every(len(data.layers))
     label_at = blended_transform_factory(ax.transData, ax.transAxes)
+    layer_labels = []
     for i, span in enumerate(sorted(data.layers, key=lambda s: s.start_us)):
         ax.axvspan(span.start_us, span.end_us, color=LAYER_SHADES[i % 2], zorder=0, lw=0, gid=f"layer:{span.layer}")
-        if i % label_every == 0:
-            ax.text(
-                (span.start_us + span.end_us) / 2,
-                1.01,
-                f"L{span.layer}",
-                transform=label_at,
-                ha="center",
-                va="bottom",
-                fontsize=FONT["tick"],
-            )
+        label = ax.text(
+            (span.start_us + span.end_us) / 2,
+            1.01,
+            f"L{span.layer}",
+            transform=label_at,
+            ha="center",
+            va="bottom",
+            fontsize=FONT["tick"],
+            gid="layer_label",
+        )
+        layer_labels.append(label)
     for lane in range(lanes):
         by_category: dict[str, list[tuple[float, float]]] = {}
         for activity in data.activities:
@@ -124,7 +221,7 @@ def timeline_figure(data: TimelineData) -> Figure:
     figure.legend(
         handles=handles, loc="outside lower center", ncols=len(handles), fontsize=FONT["legend"], frameon=False
     )
-    return figure
+    return _fitted(figure, thin=[layer_labels])
 
 
 def _category_order(category: str) -> tuple[int, str]:
@@ -177,8 +274,8 @@ def layers_figure(rows: Sequence[LayerBreakdown], run: str, scope: str) -> Figur
             gid=f"bar:{field}",
         )
         bottom = [b + h for b, h in zip(bottom, heights, strict=True)]
-    small = len(rows) > 16
-    for xi, row, top in zip(x, rows, bottom, strict=True):
+    small = len(rows) > SMALL_BARS
+    spans = [
         ax.text(
             xi,
             top,
@@ -187,10 +284,12 @@ def layers_figure(rows: Sequence[LayerBreakdown], run: str, scope: str) -> Figur
             va="bottom",
             fontsize=8 if small else FONT["tick"],
             rotation=90 if small else 0,
+            gid="span",
         )
-    every = _label_every(len(rows), 40)
-    ax.set_xticks(x[::every], [f"L{r.layer}" for r in rows][::every])
-    ax.set_ylim(0, max(bottom) * 1.12 or 1.0)
+        for xi, row, top in zip(x, rows, bottom, strict=True)
+    ]
+    ax.set_xticks(x, [f"L{r.layer}" for r in rows])
+    ax.set_ylim(0, max(bottom) * (1.25 if small else 1.12) or 1.0)
     instances = max(r.instances for r in rows)
     _style(ax, "layer", f"µs per layer instance (median of {instances})")
     methods = sorted({r.method for r in rows})
@@ -200,12 +299,13 @@ def layers_figure(rows: Sequence[LayerBreakdown], run: str, scope: str) -> Figur
         fontsize=FONT["title"],
     )
     figure.legend(loc="outside lower center", ncols=4, fontsize=FONT["legend"], frameon=False)
-    return figure
+    return _fitted(figure, thin=[spans], ticks=[ax])
 
 
 def diff_figure(layers: Sequence[Row], summary: Row, why: Sequence[Row] = ()) -> Figure:
-    """Per layer, the median span of run A and run B side by side, with B's speed-up over A written on top; under
-    it, with `why` rows (diff.Diff.why), a waterfall per layer: A's µs, each cause, B's µs."""
+    """Per layer, the median span of run A and run B side by side, each with its busy time (the GPU work) drawn
+    inside it, and B's speed-up over A by span and by busy time written on top; under it, with `why` rows
+    (diff.Diff.why), a waterfall per layer: A's µs, each cause, B's µs."""
     if not layers:
         raise UsageError(None, "no layers to compare", "run `traceview diff` to see why")
     shown = _waterfall_layers(why)
@@ -214,21 +314,23 @@ def diff_figure(layers: Sequence[Row], summary: Row, why: Sequence[Row] = ()) ->
     top, bottom = (
         figure.subfigures(2, 1, height_ratios=[FIGSIZE[1], WATERFALL_HEIGHT * rows]) if rows else (figure, None)
     )
-    _span_bars(top.subplots(), layers, summary)
-    top.legend(loc="outside lower center", ncols=2, fontsize=FONT["legend"], frameon=False)
+    ax = top.subplots()
+    speedups = _span_bars(ax, layers, summary)
+    top.legend(loc="outside lower center", ncols=4, fontsize=FONT["legend"], frameon=False)
     if bottom is not None:
         axes = bottom.subplots(rows, min(WATERFALL_COLUMNS, len(shown)), squeeze=False).flat
-        for ax, row in zip(axes, shown, strict=False):
-            _waterfall(ax, row)
-        for ax in list(axes):
-            ax.set_visible(False)
+        for waterfall_ax, row in zip(axes, shown, strict=False):
+            _waterfall(waterfall_ax, row)
+        for waterfall_ax in list(axes):
+            waterfall_ax.set_visible(False)
         bottom.suptitle(
             "why, per layer: mean span of A, each cause (B − A), mean span of B (µs)", fontsize=FONT["label"]
         )
-    return figure
+    return _fitted(figure, thin=[speedups], ticks=[ax])
 
 
 WATERFALL_COLUMNS, WATERFALL_MAX, WATERFALL_HEIGHT = 4, 8, 3.4
+SMALL_BARS = 16  # more bars than this: the numbers on top are small and turned upright
 
 
 def _waterfall_layers(why: Sequence[Row]) -> list[Row]:
@@ -239,39 +341,58 @@ def _waterfall_layers(why: Sequence[Row]) -> list[Row]:
     return sorted(largest, key=lambda r: r["layer"])
 
 
-def _span_bars(ax: Any, layers: Sequence[Row], summary: Row) -> None:
+def _span_bars(ax: Any, layers: Sequence[Row], summary: Row) -> list[Text]:
+    """A's and B's span per layer, each with its busy time inside; returns the speed-up texts written on top."""
     x = list(range(len(layers)))
     width = 0.4
-    span_a = [float(r.get("span_us_a") or 0.0) for r in layers]
-    span_b = [float(r.get("span_us_b") or 0.0) for r in layers]
-    ax.bar([i - width / 2 for i in x], span_a, width, color=RUN_COLORS[0], label=f"A: {summary['a']}", gid="diff:a")
-    ax.bar([i + width / 2 for i in x], span_b, width, color=RUN_COLORS[1], label=f"B: {summary['b']}", gid="diff:b")
-    small = len(layers) > 16
-    for xi, row, a, b in zip(x, layers, span_a, span_b, strict=True):
+    values = {
+        f"{m}_{side}": [float(r.get(f"{m}_us_{side}") or 0.0) for r in layers]
+        for m in ("span", "busy")
+        for side in "ab"
+    }
+    for i, side in enumerate("ab"):  # the runs' labels are in the title: legend entries stay short
+        at = [xi + (i - 0.5) * width for xi in x]
+        color, name = RUN_COLORS[i], side.upper()
+        ax.bar(at, values[f"span_{side}"], width, color=color, alpha=0.45, label=f"{name} span", gid=f"diff:{side}")
+        ax.bar(at, values[f"busy_{side}"], width * 0.55, color=color, label=f"{name} busy", gid=f"busy:{side}")
+    small = len(layers) > SMALL_BARS
+    texts = []
+    for xi, row, a, b in zip(x, layers, values["span_a"], values["span_b"], strict=True):
         ratio = row.get("speedup")
-        text = f"{ratio:.2f}x" if ratio is not None else "only in A" if a else "only in B" if b else "–"
+        text = _speedup_text(row, a, b)
         color = "#555555" if ratio is None else FASTER_COLOR if ratio >= 1 else SLOWER_COLOR
-        ax.text(
-            xi,
-            max(a, b),
-            text,
-            ha="center",
-            va="bottom",
-            color=color,
-            fontsize=8 if small else FONT["tick"],
-            fontweight="bold",
-            rotation=90 if small else 0,
-            gid="speedup",
+        texts.append(
+            ax.text(
+                xi,
+                max(a, b),
+                text,
+                ha="center",
+                va="bottom",
+                color=color,
+                fontsize=8 if small else FONT["tick"] - 1,
+                fontweight="bold",
+                rotation=90 if small else 0,
+                gid="speedup",
+            )
         )
-    every = _label_every(len(layers), 40)
-    ax.set_xticks(x[::every], [f"L{r['layer']}" for r in layers][::every])
-    ax.set_ylim(0, max([*span_a, *span_b]) * 1.15 or 1.0)
-    _style(ax, "layer", "layer span (µs, median across steps and ranks)")
+    ax.set_xticks(x, [f"L{r['layer']}" for r in layers])
+    ax.set_ylim(0, max([*values["span_a"], *values["span_b"]]) * (1.35 if small else 1.2) or 1.0)
+    _style(ax, "layer", "µs per layer (median across steps and ranks)")
     ax.set_title(
-        f"{summary['a']} (A) vs {summary['b']} (B), {summary['phase']} steps\n"
-        f"{summary['headline']}; on top: speed-up of B over A",
+        f"{summary['a']} (A) vs {summary['b']} (B), {steps_phrase(summary['phase'])}\n"
+        f"{summary['headline']}\n"
+        "pale bar: layer span; dark bar inside: busy (GPU work); on top: speed-up of B over A, span / busy",
         fontsize=FONT["title"],
     )
+    return texts
+
+
+def _speedup_text(row: Row, a: float, b: float) -> str:
+    """`2.00x / 1.50x` (B's speed-up over A by span / by busy time), or which run alone has the layer."""
+    span, busy_a, busy_b = row.get("speedup"), row.get("busy_us_a"), row.get("busy_us_b")
+    if span is None:
+        return "only in A" if a else "only in B" if b else "–"
+    return f"{span:.2f}x / {busy_a / busy_b:.2f}x" if busy_a and busy_b else f"{span:.2f}x"
 
 
 def _waterfall(ax: Any, row: Row) -> None:
@@ -285,11 +406,33 @@ def _waterfall(ax: Any, row: Row) -> None:
         ax.bar(i, value, bottom=level, color=color, gid=f"waterfall:{name}")
         level += value
     ax.bar(len(causes) + 1, row["span_b_us"], color=RUN_COLORS[1], gid="waterfall:b")
-    ax.set_xticks(range(len(labels)), labels, rotation=35, ha="right", fontsize=8)
+    ax.set_xticks(range(len(labels)), labels, rotation=90, fontsize=8)
     ax.tick_params(axis="y", labelsize=8)
     ax.set_title(f"L{row['layer']}: {row['span_a_us']:,.0f} → {row['span_b_us']:,.0f} µs", fontsize=FONT["tick"])
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
+
+
+def figure_content(figure: Figure) -> dict[str, Any]:
+    """What `figure` says, whatever the fonts and the layout: its titles (line breaks as spaces), axis labels,
+    legend entries and the texts it writes at data (shown or thinned away), and per artist gid the heights of its
+    bars (4 significant digits) or how many activities it draws. Tick labels are left out: matplotlib picks the
+    number ticks, and the layer ticks repeat the bars' layers. The README pictures keep it beside each PNG, so that
+    a test sees when a picture no longer shows what would be drawn now."""
+    texts = [" ".join(t.get_text().split()) for t in figure.findobj(Text) if t.get_gid() or _written(t, figure)]
+    artists: dict[str, list[float]] = {}
+    for artist in figure.findobj(lambda a: bool(a.get_gid()) and not isinstance(a, Text)):
+        size = float(f"{artist.get_height():.4g}") if hasattr(artist, "get_height") else len(artist.get_paths())
+        artists.setdefault(artist.get_gid(), []).append(size)
+    return {"texts": sorted(t for t in texts if t), "artists": dict(sorted(artists.items()))}
+
+
+def _written(text: Text, figure: Figure) -> bool:
+    """Whether `text` is a title, an axis label or a legend entry of `figure`."""
+    labels = [t for ax in figure.axes for t in (ax.title, ax.xaxis.label, ax.yaxis.label)]
+    labels += _suptitles(figure)
+    labels += [entry for part in (figure, *figure.subfigs) for legend in part.legends for entry in legend.get_texts()]
+    return any(text is label for label in labels)
 
 
 def image_format(path: str | Path) -> str:

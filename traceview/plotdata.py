@@ -18,7 +18,7 @@ import duckdb
 from . import sqllib
 from .diff import RunRef
 from .errors import DatabaseError, UsageError
-from .stepsel import format_steps
+from .stepsel import format_steps, steps_phrase
 
 Row = dict[str, Any]
 # Phases in the order comparisons prefer them (as in diff.py): decode steps are the steady state of inference.
@@ -156,22 +156,45 @@ def steady_phase(ref: RunRef) -> str | None:
 
 
 def choose_step(ref: RunRef, rank: int, step: int | None) -> StepInfo:
-    """Step `step` of `rank`, or by default its first steady-state step (the first step when all are warm-up)."""
+    """Step `step` of `rank`, or by default a representative one: the median by span of its steady-state steps of
+    the preferred phase (the lower middle one of an even count, the earlier step on a tie), so that neither a
+    warm-up step nor an outlier (a step that is mostly one long kernel) is drawn. When every step is warm-up, the
+    median of all steps."""
     rows = ref.con.execute(
         """
-        SELECT step, name, phase, warmup, start_ns, end_ns, method FROM steps
-        WHERE run_id = $run AND rank = $rank AND ($step IS NULL OR step = $step)
-        ORDER BY warmup, (phase = $phase) DESC, step
+        WITH
+            -- The candidate steps: the one asked for, else those of the preferred kind (steady, preferred phase).
+            _candidates AS (
+                SELECT step, name, phase, warmup, start_ns, end_ns, method,
+                       -- 0 for the preferred kind of step (not warm-up, the steady phase), then worse
+                       dense_rank() OVER (ORDER BY warmup, (phase = $phase) DESC) AS preference
+                FROM steps
+                WHERE run_id = $run AND rank = $rank AND ($step IS NULL OR step = $step)
+            )
+        SELECT step, name, phase, warmup, start_ns, end_ns, method FROM _candidates
+        WHERE preference = 1
+        ORDER BY end_ns - start_ns, step
         """,
         {"run": ref.run_id, "rank": rank, "step": step, "phase": steady_phase(ref) or ""},
     ).fetchall()
     if rows:
-        return StepInfo(*rows[0])
+        return StepInfo(*rows[(len(rows) - 1) // 2])
     if step is None:
-        raise DatabaseError(
-            ref.label, "the run has no steps (it was not segmented)", "ingest the trace again with this traceview"
-        )
+        raise _no_steps(ref)
     raise _no_such_step(ref, step, rank)
+
+
+def _no_steps(ref: RunRef) -> DatabaseError:
+    """Why a run has no step to draw: a trace without GPU work (ingesting it again changes nothing), or a run that
+    was never segmented."""
+    kernels = ref.con.execute("SELECT count(*) FROM gpu_activity WHERE run_id = ?", [ref.run_id]).fetchall()[0][0]
+    if not kernels:
+        return DatabaseError(
+            ref.label,
+            "the trace holds no GPU activity (a CPU-only trace), so it has no steps to draw",
+            "profile with CUDA activities (torch.profiler ProfilerActivity.CUDA, or nsys --trace=cuda)",
+        )
+    return DatabaseError(ref.label, "the run has no steps (it was not segmented)", "run `traceview segment` on it")
 
 
 def _no_such_step(ref: RunRef, step: int, rank: int | None) -> UsageError:
@@ -195,15 +218,11 @@ def timeline(
     rank = choose_rank(ref, rank)
     info = choose_step(ref, rank, step)
     spans = layer_spans(ref, rank, info.step, layers)
-    lo, hi = info.start_ns, info.end_ns
-    if layers is not None:
-        if not spans:
-            raise UsageError(
-                ref.label,
-                f"step {info.step} has no layer {layers[0]}-{layers[1]}",
-                "run `traceview layers` to list them",
-            )
-        lo, hi = min(s["start_ns"] for s in spans), max(s["end_ns"] for s in spans)
+    if layers is not None and not spans:
+        raise UsageError(
+            ref.label, f"step {info.step} has no layer {layers[0]}-{layers[1]}", "run `traceview layers` to list them"
+        )
+    lo, hi = _window(info, spans, zoom=layers is not None)
     rows = step_activities(ref, rank, info.step, lo, hi)
     lanes = sorted({(r["device_id"], r["stream_id"]) for r in rows}, key=lambda k: (k[0] is None, k[0] or 0, k[1] or 0))
     lane_index = {key: i for i, key in enumerate(lanes)}
@@ -240,6 +259,21 @@ def timeline(
         ],
         exposed_comm=exposed,
     )
+
+
+LAYERS_SHARE_TO_ZOOM = 0.5  # by default, a step whose layers take less of it than this is drawn from L_first to L_last
+
+
+def _window(info: StepInfo, spans: list[Row], zoom: bool) -> tuple[int, int]:
+    """The time window (ns) to draw: the layers `spans` when asked (`zoom`) or when they fill less than
+    LAYERS_SHARE_TO_ZOOM of the step (a step that is mostly one long kernel before them shows no layer), else the
+    step."""
+    if not spans:
+        return info.start_ns, info.end_ns
+    lo, hi = min(s["start_ns"] for s in spans), max(s["end_ns"] for s in spans)
+    if zoom or hi - lo < LAYERS_SHARE_TO_ZOOM * (info.end_ns - info.start_ns):
+        return lo, hi
+    return info.start_ns, info.end_ns
 
 
 def layer_spans(ref: RunRef, rank: int, step: int, layers: tuple[int, int] | None) -> list[Row]:
@@ -357,7 +391,7 @@ def layer_breakdown(
     ).fetchall()
     if step is not None and not rows and not _has_step(ref, step, rank):
         raise _no_such_step(ref, step, rank)
-    scope = f"step {step}" if step is not None else f"{phase} steps" if phase else "all steps"
+    scope = f"step {step}" if step is not None else steps_phrase(phase)
     return [LayerBreakdown(*r) for r in rows], scope
 
 

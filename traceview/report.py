@@ -11,18 +11,23 @@ import base64
 import html
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
 from . import plot, plotdata
 from .diff import RunRef, compare
+from .segment.report import layer_report
+from .stepsel import steps_phrase
 from .version import __version__
 from .why import display_why
 
 Row = dict[str, Any]
 MAX_STEP_ROWS = 200
 FOLD_ROWS = 20  # longer tables start folded (<details>)
+# The comparison's per-layer columns shown first, the speed-up before the figures it is made of; every column of
+# the table is folded away under it.
+DIFF_LAYER_COLUMNS = ("layer", "speedup", "span_us_a", "span_us_b", "busy_us_a", "busy_us_b", "kernels_a", "kernels_b")
 
 _CSS = """
 body { font: 15px/1.45 system-ui, -apple-system, 'Segoe UI', sans-serif; margin: 2em auto; max-width: 1250px;
@@ -89,7 +94,7 @@ def _diff_section(a: RunRef, b: RunRef) -> str:
     figure = plot.diff_figure(result.layers, summary, result.why)
     parts = [
         '<section id="diff">',
-        f"<h2>Comparison: {_e(a.label)} (A) → {_e(b.label)} (B), {_e(summary['phase'])} steps</h2>",
+        f"<h2>Comparison: {_e(a.label)} (A) → {_e(b.label)} (B), {_e(steps_phrase(summary['phase']))}</h2>",
         f'<p class="headline">{_e(summary["headline"])}</p>',
         *[f'<p class="note">note: {_e(n)}</p>' for n in result.notes],
         *[f'<p class="note">{_e(row["sentence"])}</p>' for row in result.why],
@@ -97,7 +102,11 @@ def _diff_section(a: RunRef, b: RunRef) -> str:
         table(
             display_why(result.why), "why, per layer: µs, B − A, means over instances; the causes add up to delta_us"
         ),
-        table(result.layers, "per layer (medians across steps and ranks; speedup = A span / B span)"),
+        table(
+            result.layers,
+            "per layer (medians across steps and ranks; speedup = A span / B span)",
+            columns=DIFF_LAYER_COLUMNS,
+        ),
         table(result.changes, f"kernels that changed, layer {summary['representative_layer']} (one instance)"),
         table(result.kernels, f"kernel alignment, layer {summary['representative_layer']} (one instance)"),
         table(result.top_changes, "kernels whose time per step changed most"),
@@ -122,7 +131,8 @@ def _run_section(run: RunInput, side: str | None) -> str:
     if rows:
         parts.append(f"<h3>Layers ({_e(scope)})</h3>")
         parts.append(_img(plot.layers_figure(rows, ref.label, scope), f"time inside each layer of {ref.label}"))
-        parts.append(table([_layer_row(r) for r in rows], "per layer index; method: how segmentation found the layer"))
+        per_layer = layer_report(ref.con, ref.run_id, ref.label).per_layer
+        parts.append(table(per_layer, "per layer index (as `traceview layers`); method: how segmentation found it"))
     else:
         parts.append('<p class="note">No transformer layers were found in this run (see `traceview layers`).</p>')
     data = plotdata.timeline(ref)
@@ -136,32 +146,33 @@ def _run_section(run: RunInput, side: str | None) -> str:
     return "\n".join(parts)
 
 
-def _layer_row(row: plotdata.LayerBreakdown) -> Row:
-    values = asdict(row)
-    return {
-        "layer": values["layer"],
-        "method": values["method"],
-        "confidence": values["confidence"],
-        "instances": values["instances"],
-        "kernels": values["kernels"],
-        "span_us": values["span_us"],
-        "compute_only_us": values["compute_only_us"],
-        "overlapped_comm_us": values["overlapped_comm_us"],
-        "exposed_comm_us": values["exposed_comm_us"],
-        "idle_us": values["idle_us"],
-    }
-
-
 def _img(figure: Any, alt: str) -> str:
     data = base64.b64encode(plot.png_bytes(figure)).decode("ascii")
     return f'<img alt="{_e(alt)}" src="data:image/png;base64,{data}">'
 
 
-def table(rows: Sequence[Row], caption: str, fold_after: int = FOLD_ROWS) -> str:
-    """An HTML table of `rows` (columns of the first row), numbers right-aligned; folded when it is long."""
+def table(rows: Sequence[Row], caption: str, fold_after: int = FOLD_ROWS, columns: Sequence[str] = ()) -> str:
+    """An HTML table of `rows` (the columns of the first row), numbers right-aligned; folded when it is long. With
+    `columns`, only those columns, in that order, and the table of every column folded away under it."""
     if not rows:
         return f'<p class="note">{_e(caption)}: none.</p>'
-    names = list(rows[0])
+    if columns:
+        every = _table(rows, list(rows[0]), "every column of the table above")
+        shown = _table(rows, [c for c in columns if c in rows[0]], caption)
+        return (
+            _folded(shown, caption, len(rows), fold_after)
+            + f"<details><summary>every column</summary>{every}</details>"
+        )
+    return _folded(_table(rows, list(rows[0]), caption), caption, len(rows), fold_after)
+
+
+def _folded(html_table: str, caption: str, count: int, fold_after: int) -> str:
+    if count <= fold_after:
+        return html_table
+    return f"<details><summary>{_e(caption)} ({count} rows)</summary>{html_table}</details>"
+
+
+def _table(rows: Sequence[Row], names: Sequence[str], caption: str) -> str:
     numeric = {n: all(_is_number(r.get(n)) for r in rows if r.get(n) is not None) for n in names}
     head = "".join(f"<th>{_e(n)}</th>" for n in names)
     body = []
@@ -171,13 +182,10 @@ def table(rows: Sequence[Row], caption: str, fold_after: int = FOLD_ROWS) -> str
             for n in names
         )
         body.append(f"<tr>{cells}</tr>")
-    html_table = (
+    return (
         f'<div class="wide"><table><caption>{_e(caption)}</caption><thead><tr>{head}</tr></thead>'
         f"<tbody>{''.join(body)}</tbody></table></div>"
     )
-    if len(rows) <= fold_after:
-        return html_table
-    return f"<details><summary>{_e(caption)} ({len(rows)} rows)</summary>{html_table}</details>"
 
 
 def _is_number(value: Any) -> bool:

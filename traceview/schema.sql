@@ -106,7 +106,7 @@ COMMENT ON COLUMN gpu_activity.stream_id IS 'CUDA/HIP stream id.';
 COMMENT ON COLUMN gpu_activity.start_ns IS 'Start on the GPU, ns.';
 COMMENT ON COLUMN gpu_activity.end_ns IS 'End on the GPU, ns (end_ns >= start_ns).';
 COMMENT ON COLUMN gpu_activity.name IS 'Full (demangled) name, e.g. void at::native::vectorized_elementwise_kernel<...>.';
-COMMENT ON COLUMN gpu_activity.short_name IS 'The kernel''s identity across backends: its own name with the template arguments that select it, no namespaces, return type or parameters (these kept for overloads that are not templates), e.g. vectorized_elementwise_kernel<4, FillFunctor<float>, array<char*, 1ul>>; the same for Kineto and nsys (ingest/kernel_names.py). For copies and sets: the kind, e.g. HtoD.';
+COMMENT ON COLUMN gpu_activity.short_name IS 'The kernel''s identity across backends: its own name with the template arguments that select it, no namespaces, return type or parameter list (a name left mangled is demangled first), e.g. vectorized_elementwise_kernel<4, FillFunctor<float>, array<char*, 1ul>>; the same for Kineto and nsys (ingest/kernel_names.py). For copies and sets: the kind, e.g. HtoD.';
 COMMENT ON COLUMN gpu_activity.category IS 'compute, comm, fused_comm (a collective fused with computation in one kernel: all-reduce with residual add and RMSNorm, GEMM with reduce-scatter), memcpy or memset (from queries/kernel_classes.csv; comm also from collective args).';
 COMMENT ON COLUMN gpu_activity.comm_op IS 'For comm: all_reduce, all_gather, reduce_scatter, all_to_all, send_recv, broadcast, ... else NULL.';
 COMMENT ON COLUMN gpu_activity.pid IS 'Host process that launched it, when known.';

@@ -17,3 +17,11 @@ def format_steps(steps: Sequence[int]) -> str:
         else:
             runs.append([step, step])
     return ", ".join(str(lo) if lo == hi else f"{lo}-{hi}" for lo, hi in runs) or "none"
+
+
+def steps_phrase(phase: str | None) -> str:
+    """How a summary names the steps it covers: `decode steps` (of one phase), `steady steps` (steps past warm-up
+    whose phase could not be told, `unknown`), `all steps` (no phase chosen)."""
+    if phase is None:
+        return "all steps"
+    return "steady steps" if phase == "unknown" else f"{phase} steps"

@@ -4,7 +4,7 @@
 -- @param n INTEGER 20: how many names to keep per run
 -- @column run_id -: run (runs.run_id)
 -- @column position count: 1 for the name with the most time in its run
--- @column short_name -: name without template arguments or parameters
+-- @column short_name -: gpu_activity.short_name: the name with its template arguments, no namespaces or parameter list
 -- @column kind -: kernel, memcpy or memset
 -- @column category -: compute, comm, memcpy or memset
 -- @column ranks count: ranks on which it ran

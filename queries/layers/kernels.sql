@@ -4,7 +4,7 @@
 -- @column run_id -: run (runs.run_id)
 -- @column rank -: rank (ranks.rank)
 -- @column layer -: layer index
--- @column short_name -: kernel name without template arguments or parameters
+-- @column short_name -: gpu_activity.short_name: the name with its template arguments, no namespaces or parameter list
 -- @column category -: compute or comm
 -- @column steps count: steady steps in which the layer occurs
 -- @column calls count: launches of this kernel in the layer, over those steps

@@ -263,6 +263,12 @@ def detect_backend(path: Path) -> str:
     name = path.name.lower()
     if path.is_dir():
         return _detect_directory(path)
+    if name.endswith(_ARCHIVE_SUFFIXES) or _is_tar(path):
+        raise BadInputError(
+            path,
+            "an archive, not a trace (a tar of an nsys Parquet export or of per-rank traces?)",
+            f"untar it (tar -xf {path.name}) and give the folder it holds",
+        )
     if name.endswith(_KINETO_SUFFIXES):
         return KINETO
     if name.endswith(_NSYS_SUFFIXES):
@@ -278,6 +284,28 @@ def detect_backend(path: Path) -> str:
         "unknown kind of file",
         "give a PyTorch profiler trace (.json, .json.gz) or an Nsight Systems report (.nsys-rep, .sqlite)",
     )
+
+
+_ARCHIVE_SUFFIXES = (".tar", ".tar.gz", ".tgz", ".tar.xz", ".txz", ".tar.bz2", ".tar.zst", ".zip")
+_TAR_MAGIC_AT = 257  # a tar header's `ustar` mark (POSIX), in the first block
+
+
+def _is_tar(path: Path) -> bool:
+    """Whether `path`, a regular file (a stream is not read twice), gzip-compressed or not, is a tar archive, from
+    its first block."""
+    import gzip
+    import zlib
+
+    if not path.is_file():
+        return False
+    try:
+        with open(path, "rb") as raw:
+            head = raw.read(2)
+            raw.seek(0)
+            block = gzip.GzipFile(fileobj=raw).read(512) if head == b"\x1f\x8b" else raw.read(512)
+    except (OSError, EOFError, zlib.error):  # damaged: not a tar; the backend's reader words what is wrong
+        return False
+    return block[_TAR_MAGIC_AT : _TAR_MAGIC_AT + 5] == b"ustar"
 
 
 def _detect_directory(path: Path) -> str:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import TYPE_CHECKING
 
+from .demangle import demangle
 from .kernel_names import short_kernel_name
 
 if TYPE_CHECKING:
@@ -43,14 +44,16 @@ def kernel_classes(extra_comm_patterns: tuple[str, ...] = ()) -> list[KernelClas
 
 
 def short_names_table(con: duckdb.DuckDBPyConnection, names_sql: str, table: str = "_short_names") -> None:
-    """Create temp table `table(name, short_name)` for the distinct names that `names_sql` returns."""
+    """Create temp table `table(name, short_name)` for the distinct names that `names_sql` returns (the mangled
+    ones demangled first, all in one call)."""
     names = [
         row[0] for row in con.execute(f"SELECT DISTINCT name FROM ({names_sql}) WHERE name IS NOT NULL").fetchall()
     ]
+    readable = demangle(names)
     con.execute(
         f"CREATE OR REPLACE TEMP TABLE {table} AS "
         "SELECT unnest(?::VARCHAR[]) AS name, unnest(?::VARCHAR[]) AS short_name",
-        [names, [short_kernel_name(n) for n in names]],
+        [names, [short_kernel_name(readable.get(n, n)) for n in names]],
     )
 
 

@@ -6,18 +6,22 @@ spelling. Both backends call `short_kernel_name` (through ingest/common.short_na
 recorded by the PyTorch profiler and by Nsight Systems gets the same short name, and `diff` lines kernels up
 by it.
 
-What is dropped: the return type, the namespaces, the parameter list (nsys writes it with template-parameter
-placeholders, `(int, T2, T3)`, where Kineto writes the types), and inside template arguments the namespaces,
-the parameter lists of enclosing functions and `::operator()() const` between lambdas. What is kept: the
-template arguments, which tell apart e.g. the 17 `cutlass::Kernel<...>` GEMMs of a training step or the
-`vectorized_elementwise_kernel<4, FillFunctor<float>, ...>` from the one of `CUDAFunctor_add<float>`. A kernel
-that is not a template keeps its parameter list when there is one: overloads differ only there.
+One rule: the kernel's own name and the template arguments that select it; never its parameter list. What is
+dropped: the return type, the namespaces, the parameter list of every kernel, template or not (nsys writes it with
+template-parameter placeholders, `(int, T2, T3)`, where Kineto writes the types; `spin_kernel(long)` ->
+`spin_kernel`), and inside template arguments the namespaces, the parameter lists of enclosing functions and
+`::operator()() const` between lambdas. What is kept: the template arguments, which tell apart e.g. the 17
+`cutlass::Kernel<...>` GEMMs of a training step or the `vectorized_elementwise_kernel<4, FillFunctor<float>, ...>`
+from the one of `CUDAFunctor_add<float>`. Two overloads of one non-template kernel share a short name (`name`
+keeps them apart).
 
 The two demanglers' spellings are folded into Kineto's: `<unnamed>` -> `(anonymous namespace)`,
 `[lambda(int) (instance 1)]` -> `{lambda(int)#1}`, `(int)128` -> `128`, `(bool)1` -> `true`,
 `(unsigned long)2` -> `2ul`, `const T` -> `T const`, `char *` -> `char*`, `> >` -> `>>`, and nsys's return type of
-a function enclosing a lambda in a template argument dropped. A name CUPTI left mangled (`_ZN7cutlass13device_
-kernel...`, which the GNU demangler rejects too) stays as it is: unique, but not the name nsys shows.
+a function enclosing a lambda in a template argument dropped. A name left mangled (`_ZN5aiter24add_rmsnorm_quant_
+kernelI...` in a ROCm trace) is demangled first, all of a run's names in one call (ingest/demangle.py); one the
+system's demangler rejects too (`_ZN7cutlass13device_kernel...`) stays as it is: unique, but not the name nsys
+shows.
 """
 
 from __future__ import annotations
@@ -61,11 +65,8 @@ def short_kernel_name(name: str) -> str:
         return name.split("(", 1)[0].split()[-1]
     if not name.strip():
         return name
-    text = canonical_spelling(name)
-    head, params = _split_parameters(text)
+    head, _ = _split_parameters(canonical_spelling(name))
     function = _after_last_top_level(_after_last_top_level(head, " "), "::")
-    if "<" not in function and params:
-        function += _compact(params)
     return _compact(function).replace(_ANONYMOUS_TOKEN, _ANONYMOUS) or name.strip()
 
 

@@ -620,11 +620,20 @@ def _insert_ranks(con: duckdb.DuckDBPyConnection, run_id: int, files: list[Stage
                 launching.get(staged.rank),
                 _str_or_none(metadata.get("host_name") or metadata.get("hostname")),
                 device_id,
-                _str_or_none(device_names.get(device_id)),
+                _str_or_none(_device_name(device_names, device_id)),
                 _int_or_none(info.get("world_size")),
             ]
         )
     con.executemany("INSERT INTO ranks VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+
+
+def _device_name(names: dict[int | None, Any], device_id: int | None) -> Any:
+    """The name deviceProperties gives the rank's device; else, when it names one kind of device only, that name
+    (a ROCm trace lists its visible device as id 0 while its kernels carry the machine's index, e.g. 9)."""
+    if device_id in names:
+        return names[device_id]
+    kinds = set(names.values())
+    return kinds.pop() if len(kinds) == 1 else None
 
 
 def _rank_of(metadata: dict[str, Any], trace_file: Path, order: int, files: int) -> tuple[int, str]:

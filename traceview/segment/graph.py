@@ -53,6 +53,15 @@ def assign(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
     )
 
 
+def why_none(con: duckdb.DuckDBPyConnection) -> str:
+    """Why `assign` placed no kernel in a layer, in words (after it ran)."""
+    if not _has_table(con, "_seg_cpu_events"):
+        return "the trace has no layer ranges (model.layers.N, or --layer-pattern) to carry into graph replays"
+    if not _has_table(con, "_seg_replays") or not has_rows(con, "SELECT 1 FROM _seg_replays"):
+        return "no CUDA graph was replayed (no cudaGraphLaunch with GPU work)"
+    return "no kernel launch was recorded in a layer range while the replayed graphs were captured (profile capture)"
+
+
 def _has_table(con: duckdb.DuckDBPyConnection, name: str) -> bool:
     return bool(con.execute("SELECT count(*) FROM duckdb_tables() WHERE table_name = ?", [name]).fetchall()[0][0])
 

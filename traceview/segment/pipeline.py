@@ -14,7 +14,7 @@ import duckdb
 import numpy as np
 import pandas as pd
 
-from ..db import execute_with
+from ..db import execute_with, has_rows
 from . import Method, SegmentOptions, SegmentResult, annotation, busy, family, graph, period, spec, steps
 
 INDUCTOR_INDEX = r"^(triton_[a-z]+_fused_.*)_\d+$"
@@ -357,7 +357,7 @@ def _result(
         """,
         {"run": run_id},
     ).fetchall()[0]
-    notes = [f"{found.steps} steps found by {', '.join(found.methods) or 'nothing'}"]
+    notes = [f"{found.steps} steps found by {', '.join(found.methods)}" if found.steps else _why_no_steps(con)]
     if "passes" in found.methods and outcome.drafted:
         notes.append("no step annotation: each step is one verify pass of the target and the drafter's passes by it")
     elif "passes" in found.methods:
@@ -366,8 +366,8 @@ def _result(
         how = ", ".join(methods)
         inferred = " (inferred from the repeating kernel sequence)" if "period" in methods else ""
         notes.append(f"layers found by {how}{inferred}: {per_step:g} per step, median confidence {confidence:.2f}")
-    if not layers and not outcome.failed:
-        notes.append("no layers found")
+    if not layers and not outcome.failed and found.steps:
+        notes.append(f"no layers found{_why_no_layers(con, options.method)}")
     if options.layers:
         notes.append(f"{options.layers} layers per forward pass expected ({options.layers_from})")
     if outcome.drafted:
@@ -395,6 +395,21 @@ def _draft_note(con: duckdb.DuckDBPyConnection, run_id: int, drafted: int) -> st
         f"speculative decoding: {drafted} steps hold a drafter's forward passes before or after the target's "
         f"verify, {spread} per step; the layers are the target's, the drafter's kernels are role 'draft'"
     )
+
+
+def _why_no_steps(con: duckdb.DuckDBPyConnection) -> str:
+    if not has_rows(con, "SELECT 1 FROM _seg_a WHERE kind = 'kernel'"):
+        return "no steps found: the trace holds no GPU kernels"
+    return "no steps found: no step range (ProfilerStep#N, an engine's, or --step-pattern) and no forward pass"
+
+
+def _why_no_layers(con: duckdb.DuckDBPyConnection, method: Method) -> str:
+    """`: the reason`, when the method the user forced found nothing."""
+    if method is Method.graph:
+        return f": {graph.why_none(con)}"
+    if method is Method.annotation:
+        return ": no kernel ran inside a layer range (model.layers.N, or --layer-pattern)"
+    return ""
 
 
 def _against_hint(con: duckdb.DuckDBPyConnection, run_id: int, options: SegmentOptions) -> list[str]:
