@@ -189,13 +189,20 @@ def _check_not_truncated(path: Path, head: bytes) -> None:
 
 def rows(export: Export, sql: str) -> list[tuple[Any, ...]]:
     """A small query's rows (metadata, counts): read whole."""
-    try:
+    with _read_errors(export):
         if export.duck is not None:
             return export.duck.execute(sql).fetchall()
         with closing(export.sqlite.cursor()) as cursor:
             cursor.execute(sql)
             table = _valid_utf8(cursor.fetch_record_batch()).read_all()
             return list(zip(*(column.to_pylist() for column in table.columns), strict=True))
+
+
+@contextmanager
+def _read_errors(export: Export) -> Iterator[None]:
+    """A failure to read the export as one line: damaged files, or Parquet files not laid out as expected."""
+    try:
+        yield
     except READ_ERRORS as error:
         raise _damaged(export.shown, error) from error
     except duckdb.Error as error:
@@ -231,20 +238,17 @@ def stage(
     # TRY_CAST: a value of the wrong type (text or 1e300 in an integer column) becomes NULL instead of failing.
     typed = ", ".join(f"TRY_CAST({n} AS {STAGED_TYPES[kind]}) AS {n}" for n, kind in columns.items())
     create = f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT {typed} FROM {{}} WHERE _probe = 0"
-    try:
-        if export.duck is not None:
-            con.execute(create.format(f"({sql})"))
-            return
-        with _sqlite_rows(export, sql, probe, columns) as stream:
-            execute_with(con, "_nsys_stream", stream, create.format("_nsys_stream"))
-    except adbc_driver_manager.ProgrammingError as error:
-        if "malformed" in str(error):
-            raise _damaged(export.shown, error) from error
-        raise _not_laid_out(export.shown, error) from error
-    except READ_ERRORS as error:
-        raise _damaged(export.shown, error) from error
-    except duckdb.Error as error:
-        raise _parquet_problem(export, error) or error from error
+    with _read_errors(export):
+        try:
+            if export.duck is not None:
+                con.execute(create.format(f"({sql})"))
+                return
+            with _sqlite_rows(export, sql, probe, columns) as stream:
+                execute_with(con, "_nsys_stream", stream, create.format("_nsys_stream"))
+        except adbc_driver_manager.ProgrammingError as error:
+            if "malformed" in str(error):
+                raise _damaged(export.shown, error) from error
+            raise _not_laid_out(export.shown, error) from error
 
 
 def _not_laid_out(path: Path, error: Exception) -> BadInputError:
