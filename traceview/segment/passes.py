@@ -85,11 +85,6 @@ def _speculative(codes: np.ndarray) -> tuple[_Runs, list[list[tuple[int, int]]]]
     return found, groups
 
 
-def forward_passes(codes: np.ndarray) -> list[tuple[int, int]]:
-    """[start, end) of each forward pass: a run of back-to-back layers, in order."""
-    return _runs(codes, {}).runs
-
-
 @dataclass(frozen=True)
 class _Runs:
     """The forward passes ([start, end) of each run of back-to-back layers), the start of each one's last layer,
@@ -114,17 +109,18 @@ def _runs(
     typical = int(np.median([b - a for a, b in found])) if found else 0
     if short or nested:  # repeats shorter than any layer (the glue's) do not make the typical length
         typical = int(np.median([n for a, b in found if (n := b - a) >= period.MIN_BLOCK] or [typical]))
-        found = sorted(itertools.chain.from_iterable(_pass_layers(codes, a, b, typical, cache) for a, b in found))
-    spans = found
+        found = sorted(
+            itertools.chain.from_iterable(_pass_layers(codes, a, b, typical, cache, nested) for a, b in found)
+        )
     runs: list[list[int]] = []
-    for start, end in spans:
+    for start, end in found:
         if not short * typical <= end - start <= OVERLONG * typical:
             continue
         if runs and runs[-1][1] == start:
             runs[-1][1:] = [end, start, runs[-1][3] + 1]
         else:
             runs.append([start, end, start, 1])
-    return _Runs([(a, b) for a, b, _, _ in runs], [r[2] for r in runs], [r[3] for r in runs], typical, spans)
+    return _Runs([(a, b) for a, b, _, _ in runs], [r[2] for r in runs], [r[3] for r in runs], typical, found)
 
 
 def _layers(
@@ -275,26 +271,26 @@ def _draft_passes(
     """The drafter's passes in one run: its units when each holds layers of its own of about the target's layer
     length `layer` (passes back to back), else the run as one pass."""
     units = _layers(codes, *run, cache)
-    if len(units) > 1 and all(_holds_layers(codes, a, b, layer, cache) for a, b in units):
+    if len(units) > 1 and all(_of_length(_layers(codes, a, b, cache), layer) for a, b in units):
         return units
     return [run]
 
 
 def _pass_layers(
-    codes: np.ndarray, lo: int, hi: int, typical: int, cache: dict[bytes, list[tuple[int, int]]]
+    codes: np.ndarray, lo: int, hi: int, typical: int, cache: dict[bytes, list[tuple[int, int]]], nested: bool
 ) -> list[tuple[int, int]]:
     """An overlong span's layers when it holds layers of about the `typical` length covering at least
     PASSES_COVERAGE of it (a whole pass of a drafter, back to back with its next one), else the span."""
     if hi - lo <= OVERLONG * typical:
         return [(lo, hi)]
-    inner = _layers(codes, lo, hi, cache)
+    inner = _layers(codes, lo, hi, cache, nested)
     covered = sum(b - a for a, b in inner) >= PASSES_COVERAGE * (hi - lo)
-    return inner if covered and _holds_layers(codes, lo, hi, typical, cache) else [(lo, hi)]
+    return inner if covered and _of_length(inner, typical) else [(lo, hi)]
 
 
-def _holds_layers(codes: np.ndarray, lo: int, hi: int, layer: int, cache: dict[bytes, list[tuple[int, int]]]) -> bool:
-    inner = _layers(codes, lo, hi, cache)
-    return len(inner) > 1 and all(_close(b - a, layer) for a, b in inner)
+def _of_length(layers: list[tuple[int, int]], length: int) -> bool:
+    """Several layers, each about `length` kernels long."""
+    return len(layers) > 1 and all(_close(b - a, length) for a, b in layers)
 
 
 def _close(a: int, b: int) -> bool:
