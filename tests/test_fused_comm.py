@@ -5,7 +5,6 @@ construction (every kernel runs alone on one stream, back to back with 1 µs gap
 from __future__ import annotations
 
 import csv
-import re
 from pathlib import Path
 
 import duckdb
@@ -14,6 +13,7 @@ from kineto_builder import KinetoTrace
 
 import traceview
 from traceview import IngestOptions
+from traceview.ingest.common import kernel_class_table
 
 CLASSES = Path(__file__).resolve().parent.parent / "queries" / "kernel_classes.csv"
 FUSED = "void tensorrt_llm::kernels::ar_fusion::allreduce_fusion_kernel_oneshot_lamport<__nv_bfloat16>(Params)"
@@ -22,18 +22,19 @@ GEMM = "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64_execute_kern
 NORM = "void vllm::rms_norm_kernel<c10::BFloat16, 8>(c10::BFloat16*, c10::BFloat16 const*, float, int, int)"
 
 
-def _classes() -> list[dict[str, str]]:
-    with CLASSES.open() as fh:
-        return sorted(csv.DictReader(fh), key=lambda r: int(r["priority"]))
-
-
 def _class_of(name: str) -> tuple[str, str | None]:
-    return next(((r["category"], r["comm_op"]) for r in _classes() if re.search(r["pattern"], name)), ("compute", None))
+    """The class ingest gives a kernel of this name (ingest/common.py's table, DuckDB's regular expressions)."""
+    con = duckdb.connect()
+    con.execute("CREATE TEMP TABLE names AS SELECT ? AS name", [name])
+    kernel_class_table(con, "SELECT name FROM names")
+    found = con.execute("SELECT category, comm_op FROM _name_class").fetchall()
+    return found[0] if found else ("compute", None)
 
 
 def test_every_example_in_the_table_is_classed_by_its_own_row() -> None:
-    for row in _classes():
-        assert _class_of(row["example"]) == (row["category"], row["comm_op"]), row["priority"]
+    with CLASSES.open() as fh:
+        for row in csv.DictReader(fh):
+            assert _class_of(row["example"]) == (row["category"], row["comm_op"]), row["priority"]
 
 
 @pytest.mark.parametrize(
