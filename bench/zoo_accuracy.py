@@ -63,8 +63,7 @@ def check_zoo(labels: Path, trace: Path, hint: bool) -> ZooRow:
         source = plain(trace, Path(tmp))
         database = Path(tmp) / "run.db"
         summary = api.ingest([source], database, segment_options=SegmentOptions(layers=max(layers) if hint else None))
-        found, names, methods = _found(database)
-        drafter = _has_drafter(database)
+        found, names, methods, drafter = _found(database)
     wrong = truth.wrong_kernels(found, true)
     if hashlib.sha256("\n".join(names).encode()).hexdigest() != digest:
         wrong = max(wrong, 1)  # not the kernels the labels are for
@@ -92,18 +91,15 @@ def plain(trace: Path, workdir: Path) -> Path:
     return out
 
 
-def _found(database: Path) -> tuple[list[tuple[int | None, int | None]], list[str], list[str]]:
+def _found(database: Path) -> tuple[list[tuple[int | None, int | None]], list[str], list[str], bool]:
+    """Per kernel (step, layer), the kernel names, the layer methods, and whether a step holds a drafter."""
     with api.connect(database) as con:
         rows = con.execute(
             "SELECT step, layer, name FROM gpu_activity WHERE kind = 'kernel' ORDER BY start_ns, correlation_id"
         ).fetchall()
         methods = [m for (m,) in con.execute("SELECT DISTINCT method FROM layers ORDER BY 1").fetchall()]
-    return [(s, layer) for s, layer, _ in rows], [n for _, _, n in rows], methods
-
-
-def _has_drafter(database: Path) -> bool:
-    with api.connect(database) as con:
-        return bool(con.execute("SELECT count(*) FROM steps WHERE draft_passes > 0").fetchall()[0][0])
+        drafter = bool(con.execute("SELECT count(*) FROM steps WHERE draft_passes > 0").fetchall()[0][0])
+    return [(s, layer) for s, layer, _ in rows], [n for _, _, n in rows], methods, drafter
 
 
 def _true_layers(labels: list[tuple[int | None, int | None]]) -> list[int]:
