@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import period
+from . import mixers, period
 
 NO_STEP = -1
 NO_DRAFT = -1
@@ -54,8 +54,10 @@ def find_passes(codes: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, rep
     found = _runs(codes, {})
     if not found.runs:
         return Passes(np.zeros(n, dtype=np.int64), 1 if n else 0, 0, "whole")
+    mixed = _by_mixers(codes, found)
+    found = mixed or found
     groups = _group(found.runs, found.counts)
-    if len(groups) == 1:  # one step: or the repeating unit was a whole step of speculative decoding
+    if len(groups) == 1 and mixed is None:  # one step: or the repeating unit was a whole step of speculative decoding
         found, groups = _speculative(codes) or (found, groups)
     runs, last_starts, typical = found.runs, found.last_starts, found.typical
     step_of = np.full(n, NO_STEP, dtype=np.int64)
@@ -95,6 +97,18 @@ class _Runs:
     counts: list[int]
     typical: int
     spans: list[tuple[int, int]]  # every layer span found, those left out of runs too
+
+
+def _by_mixers(codes: np.ndarray, found: _Runs) -> _Runs | None:
+    """The forward passes from where the mixers of their layers open (segment/mixers.py: layers of any kinds,
+    the glue between passes told apart from a layer of another kind), when that is unambiguous; else None."""
+    passes = mixers.forward_passes(codes, found.spans)
+    if passes is None:
+        return None
+    runs = [(layers[0][0], layers[-1][1]) for layers in passes]
+    typical = int(np.median([b - a for layers in passes for a, b in layers]))
+    spans = [span for layers in passes for span in layers]
+    return _Runs(runs, [layers[-1][0] for layers in passes], [len(layers) for layers in passes], typical, spans)
 
 
 def _runs(

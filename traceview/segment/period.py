@@ -30,10 +30,12 @@ The algorithm, near-linear in the number of kernels:
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+from . import mixers
 
 MIN_LAYERS = 2
 REGULAR_TOLERANCE = 0.25  # a gap within 25% of the code's median gap counts as regular
@@ -109,7 +111,36 @@ def find_layers(
         return None
     fit = split_alternating(codes, best, kinds)
     fit = with_edge_layers(codes, fit) if edges else fit
+    fit = by_mixers(codes, fit) if kinds and edges else fit
     return toward_count(codes, fit, expected) if expected else fit
+
+
+def by_mixers(codes: np.ndarray, fit: PeriodFit) -> PeriodFit:
+    """The layers of every forward pass in `codes` from where their mixers open (segment/mixers.py), when that
+    gives an unambiguous answer; else the fit. A layer's confidence is the share of its kernels that other layers
+    also run."""
+    passes = mixers.forward_passes(codes, _bounds(fit.layers))
+    if passes is None:
+        return fit
+    spans = [span for layers in passes for span in layers]
+    if spans == _bounds(fit.layers):
+        return fit
+    layers = tuple(LayerSpan(a, b, _shared_share(codes, spans, i)) for i, (a, b) in enumerate(spans))
+    covered = sum(b - a for a, b in spans)
+    median = int(np.median([b - a for a, b in spans]))
+    confidence = float(np.mean([s.confidence for s in layers]))
+    return PeriodFit(layers, median, covered / len(codes), confidence, agreement(codes, layers), alike(codes, layers))
+
+
+def _bounds(spans: Sequence[LayerSpan]) -> list[tuple[int, int]]:
+    return sorted((s.start, s.end) for s in spans)
+
+
+def _shared_share(codes: np.ndarray, spans: list[tuple[int, int]], index: int) -> float:
+    """The share of the kernels of layer `index` whose kernel other layers also run."""
+    a, b = spans[index]
+    others = np.concatenate([codes[x:y] for i, (x, y) in enumerate(spans) if i != index] or [codes[:0]])
+    return round(float(np.mean(np.isin(codes[a:b], others))), 4)
 
 
 def toward_count(codes: np.ndarray, fit: PeriodFit, expected: int) -> PeriodFit:
@@ -138,10 +169,10 @@ def toward_count(codes: np.ndarray, fit: PeriodFit, expected: int) -> PeriodFit:
 def _split_each(codes: np.ndarray, spans: list[LayerSpan], k: int) -> list[LayerSpan]:
     """Each span cut into k layers at its boundaries (every g-th of the marks inside it, g = marks + 1 over k)."""
     first = codes[spans[0].start : spans[0].end]
-    context = _boundary_context(codes, spans) or (_unit_context(first) if len(first) >= 3 else None)
+    context = mixers.boundary_context(codes, _bounds(spans)) or (_unit_context(first) if len(first) >= 3 else None)
     if context is None:
         return spans
-    marks = _marks(codes, context)
+    marks = mixers.marks_of(codes, context)
     out = []
     for span in spans:
         inner = marks[np.searchsorted(marks, span.start, side="right") : np.searchsorted(marks, span.end)]
@@ -255,7 +286,7 @@ def boundary_cuts(unit: np.ndarray) -> list[int] | None:
     length = len(unit)
     if length < 4:
         return None
-    marks = [int(j) for j in _marks(unit, _unit_context(unit))]
+    marks = [int(j) for j in mixers.marks_of(unit, _unit_context(unit))]
     if not marks:
         return None
     bounds = [0, *marks, length]
@@ -292,10 +323,10 @@ def with_edge_layers(codes: np.ndarray, fit: PeriodFit, accept: float | None = N
     three times the typical layer's length, its kernels nearly all (ACCEPT_EDGE) among those of found layers, and
     on the left, opening like the found layers."""
     spans = sorted(fit.layers, key=lambda s: s.start)
-    context = _boundary_context(codes, spans)
+    context = mixers.boundary_context(codes, _bounds(spans))
     if context is None:
         return fit
-    marks = _marks(codes, context)
+    marks = mixers.marks_of(codes, context)
     starts = np.array([s.start for s in spans])
     inside = np.searchsorted(marks, [s.end for s in spans]) - np.searchsorted(marks, starts, side="right")
     step = {0: 1, 1: 2}.get(int(np.median(inside)))
@@ -344,26 +375,6 @@ def _trimmed(span: LayerSpan, marks: np.ndarray, step: int, layer_like: Callable
     if len(inner) < step or not layer_like(span.start, int(inner[step - 1])):
         return span
     return LayerSpan(span.start, int(inner[step - 1]), span.confidence)
-
-
-def _boundary_context(codes: np.ndarray, spans: list[LayerSpan]) -> tuple[int, int, int] | None:
-    """The most common (last kernel, first kernel, second kernel) where two found layers meet."""
-    seen = [
-        (int(codes[b.start - 1]), int(codes[b.start]), int(codes[b.start + 1]))
-        for a, b in itertools.pairwise(spans)
-        if a.end == b.start and b.start + 1 < len(codes)
-    ]
-    if not seen:
-        return None
-    return max(set(seen), key=seen.count)
-
-
-def _marks(codes: np.ndarray, context: tuple[int, int, int]) -> np.ndarray:
-    """Positions j where codes[j-1:j+2] is the boundary context."""
-    if len(codes) < 3:
-        return np.array([], dtype=np.int64)
-    hit = (codes[:-2] == context[0]) & (codes[1:-1] == context[1]) & (codes[2:] == context[2])
-    return np.flatnonzero(hit) + 1
 
 
 def _layers_between(

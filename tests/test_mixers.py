@@ -1,0 +1,97 @@
+"""Layers from where their mixers open (segment/mixers.py), on kernel sequences whose answer is known by construction.
+
+Codes stand for kernel names. Every layer opens with its input norm N and ends with a residual add R; in a pre-norm
+layer the channel mixer sits behind a norm of its own, so the boundary context (R, then N) also marks the middle of
+each layer, and the final norm after the last one. Between two forward passes lies the glue: the final norm and LM
+head of one, the sampling and embedding of the next.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from traceview.segment import mixers, passes, period
+
+N, R = [1, 2, 3], [9]
+ATTENTION = [*N, 10, 11, 12, 13, *R]
+LINEAR = [*N, 14, 15, 16, 17, 18, *R]  # a linear-attention token mixer
+MLP = [*N, 20, 21, 22, *R]
+MOE = [*N, 30, 31, 32, 33, 34, 35, *R]
+SHORT = [*N, 40, *R]  # a token mixer much shorter than the others (a layer of another kind a third their size)
+LONG_MOE = [*N, *range(50, 80), *R]
+PROLOGUE, EPILOGUE = [100, 101, 102, 103, 104], [*N, 200, 201]  # embedding; final norm, LM head, sampling
+
+STACKS = {
+    "dense first": [ATTENTION + MLP] + [ATTENTION + MOE] * 7,
+    "three dense first": [ATTENTION + MLP] * 3 + [ATTENTION + MOE] * 5,
+    "MoE every other layer": [ATTENTION + MLP, ATTENTION + MOE] * 4,
+    "three linear to one full": ([LINEAR + MLP] * 3 + [ATTENTION + MLP]) * 3,
+    "a short layer every fourth, long MoE": ([ATTENTION + LONG_MOE] * 3 + [SHORT + LONG_MOE]) * 2,
+}
+
+
+def trace(layers: list[list[int]], passes_: int) -> tuple[np.ndarray, list[list[tuple[int, int]]]]:
+    """Codes of `passes_` forward passes of `layers`, and the true layers of each pass."""
+    out: list[int] = []
+    truth = []
+    for _ in range(passes_):
+        out += PROLOGUE
+        bounds = list(itertools.accumulate([len(out), *map(len, layers)]))
+        truth.append(list(itertools.pairwise(bounds)))
+        out += [c for layer in layers for c in layer] + EPILOGUE
+    return np.array(out, dtype=np.int64), truth
+
+
+@pytest.mark.parametrize("stack", STACKS)
+@pytest.mark.parametrize("count", [1, 3])
+def test_every_layer_of_every_pass_is_found_from_its_halves(stack: str, count: int) -> None:
+    codes, truth = trace(STACKS[stack], count)
+    found = passes._runs(codes, {})
+    assert mixers.forward_passes(codes, found.spans) == truth
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_the_steps_of_a_bare_trace_are_its_forward_passes(stack: str) -> None:
+    codes, truth = trace(STACKS[stack], 3)
+    n = len(codes)
+    result = passes.find_passes(codes, np.arange(n) * 10, np.arange(n) * 10 + 5, np.full(n, -1))
+    assert result.steps == 3
+    for step, layers in enumerate(truth):
+        assert set(result.step_of[layers[0][0] : layers[-1][1]]) == {step}
+
+
+@pytest.mark.parametrize("stack", STACKS)
+def test_one_forward_pass_is_cut_into_its_layers(stack: str) -> None:
+    codes, truth = trace(STACKS[stack], 1)
+    fit = period.find_layers(codes)
+    assert fit is not None
+    assert [(s.start, s.end) for s in fit.layers] == truth[0]
+
+
+def test_whole_layers_back_to_back_are_each_a_layer() -> None:
+    """Parallel blocks: one norm per layer, so the context marks layer starts (not the final norm: the LM head
+    follows it, not the layer's first GEMM)."""
+    layer = [*N, 40, 41, 42, 43, *R]
+    codes, truth = trace([layer] * 6, 3)
+    spans = [span for layers in truth for span in layers]
+    assert mixers.forward_passes(codes, spans) == truth
+
+
+def test_a_unit_of_layers_from_end_to_end_is_left_to_the_period() -> None:
+    """Layers with no prologue or epilogue (one unit of a 3:1 stack): an odd number of marks, no answer."""
+    unit = codes_of([LINEAR + MLP] * 3 + [ATTENTION + MLP])
+    spans = [(0, len(unit))]
+    assert mixers.forward_passes(np.concatenate([unit, unit]), [*spans, (len(unit), 2 * len(unit))]) is None
+
+
+def test_halves_that_swap_roles_are_no_answer() -> None:
+    """A piece that is a token mixer in one place and a channel mixer in another: the pairing is not a layer's."""
+    codes, _ = trace([ATTENTION + MLP, MLP + ATTENTION, ATTENTION + MLP, ATTENTION + MLP], 1)
+    assert mixers.forward_passes(codes, [(len(PROLOGUE), len(codes) - len(EPILOGUE))]) is None
+
+
+def codes_of(layers: list[list[int]]) -> np.ndarray:
+    return np.array([c for layer in layers for c in layer], dtype=np.int64)

@@ -1,0 +1,190 @@
+"""Layers from where their mixers open, whatever their kinds (numpy, no database).
+
+Every decoder layer is a token mixer (attention, linear attention, convolution, SSM) and a channel mixer (an MLP or
+experts), each behind a norm and a residual add. Where two found layers meet, the last kernel of one (the residual
+add) and the first two of the next (the input norm) are the boundary context; in a pre-norm stack the same context
+also opens every channel mixer, and the final norm after the last layer. So the context cuts a forward pass into
+halves, a token-mixing half and a channel-mixing half in turn, whatever kind each layer is: dense or MoE, linear or
+full attention, sliding or global. The repeating unit of the kernel sequence (`period.py`) cannot see these
+structures when the kinds alternate in long patterns or a lone layer differs; the halves can.
+
+For one sequence (a step, or a whole trace):
+1. *Marks*: every occurrence of the boundary context. The pieces between consecutive marks are halves, except a
+   piece that holds the glue between two forward passes (the epilogue: final norm, LM head, sampling; the next
+   prologue: embedding; then the next pass's first token mixer, which has no residual add before it). Such a
+   piece holds the kernels that only the glue runs: those of the sequence's own prologue (before the first mark)
+   and epilogue (after the last), less the kernels of the common halves.
+2. *Passes*: the marks between two glue pieces. A pass of L layers has 2L marks: the opening of each channel
+   mixer, of each layer after the first, and of the final norm.
+3. *Layers*: from every second mark; the first layer starts where its token mixer does, inside the glue before
+   the pass: the glue ends with a copy of one of the pass's token-mixing halves.
+The result is taken only when it is unambiguous: halves that never repeat back to back (identical neighbouring
+pieces are whole layers: post-norm or parallel blocks, left to `period.py`), an even number of marks in every
+pass, each pass's first token mixer found as an exact copy, and no piece that is a token-mixing half in one place
+and a channel-mixing half in another.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+COMMON_HALVES = 0.5  # the most common piece contents that make up this share of the pieces are ordinary halves
+GLUE_SHARE = 0.5  # a piece holding this share of the glue's own kernels is the glue between two passes
+MAX_CONTEXTS = 8  # boundary contexts tried (layers found out of phase meet a kernel or two from their starts)
+
+
+def forward_passes(codes: np.ndarray, spans: Sequence[tuple[int, int]]) -> list[list[tuple[int, int]]] | None:
+    """Per forward pass of `codes`, its layers ([start, end) offsets): of the boundary contexts around the found
+    `spans`, the one whose marks give an unambiguous answer that explains the most kernels, at least as many as the
+    spans; else None (see the module's docstring)."""
+    answers = [
+        found
+        for context in boundary_contexts(codes, spans)[:MAX_CONTEXTS]
+        if (found := _from_marks(codes, [int(m) for m in marks_of(codes, context)])) is not None
+    ]
+    best = max(answers, key=lambda found: _covered(itertools.chain.from_iterable(found)), default=None)
+    return best if best is not None and _covered(itertools.chain.from_iterable(best)) >= _covered(spans) else None
+
+
+def _from_marks(codes: np.ndarray, marks: list[int]) -> list[list[tuple[int, int]]] | None:
+    if len(marks) < 4:
+        return None
+    pieces = [*itertools.pairwise(marks), (marks[-1], len(codes))]
+    contents = [codes[a:b].tobytes() for a, b in pieces]
+    glue = _glue_pieces(codes, marks, contents[:-1])
+    whole = any(a == b for a, b in itertools.pairwise(contents))  # whole layers back to back, not halves
+    befores = [(0, marks[0]), *(pieces[i] for i in glue)]  # what precedes each pass's first mark
+    lasts = [*glue, len(marks) - 1]  # the last mark of a pass of halves opens its final norm
+    owns = [marks[i : j + 1] for i, j in zip([0, *(i + 1 for i in glue)], lasts, strict=True)]
+    out = []
+    for before, own, last in zip(befores, owns, lasts, strict=True):
+        layers = _whole_layers(codes, before, own, pieces[last]) if whole else _layers_of_halves(codes, before, own)
+        if layers is None:
+            return None
+        out.append(layers)
+    return out if whole or _halves_agree(codes, owns) else None
+
+
+def _layers_of_halves(codes: np.ndarray, before: tuple[int, int], own: list[int]) -> list[tuple[int, int]] | None:
+    """The layers of a pass of halves: 2L marks (each channel mixer, each layer after the first, the final norm);
+    the first layer starts with a copy of one of the pass's token-mixing halves."""
+    if len(own) % 2 or len(own) < 4:
+        return None
+    start = _ends_with_copy(codes, before, _contents(codes, own[1::2], own[2::2]))
+    return None if start is None else list(itertools.pairwise([start, *own[1:-1:2], own[-1]]))
+
+
+def _whole_layers(
+    codes: np.ndarray, before: tuple[int, int], own: list[int], after: tuple[int, int]
+) -> list[tuple[int, int]] | None:
+    """The layers of a pass whose pieces are whole layers (post-norm or parallel blocks: one mark per layer after
+    the first): the first layer is a copy of one of them at the end of what precedes the pass; the last mark opens
+    either the final norm or the last layer, when what follows it opens with a copy of one."""
+    layers = _contents(codes, own[:-1], own[1:])
+    start = _ends_with_copy(codes, before, layers)
+    if start is None or not layers:
+        return None
+    bounds = [start, *own]
+    last = next((len(c) // codes.itemsize for c in layers if codes[after[0] : after[1]].tobytes().startswith(c)), 0)
+    if last:
+        bounds.append(after[0] + last)
+    return list(itertools.pairwise(bounds)) if len(bounds) > 2 else None
+
+
+def _halves_agree(codes: np.ndarray, passes: list[list[int]]) -> bool:
+    """No piece is a token-mixing half in one place and a channel-mixing half in another."""
+    token = set().union(*(_contents(codes, own[1::2], own[2::2]) for own in passes))
+    channel = set().union(*(_contents(codes, own[0::2], own[1::2]) for own in passes))
+    return not token & channel
+
+
+def _covered(spans: Iterable[tuple[int, int]]) -> int:
+    """Kernels in layers: the marks' answer never explains less of the sequence than the layers it started from."""
+    return sum(b - a for a, b in spans)
+
+
+def _contents(codes: np.ndarray, starts: list[int], ends: list[int]) -> set[bytes]:
+    return {codes[a:b].tobytes() for a, b in zip(starts, ends, strict=False)}
+
+
+def boundary_context(codes: np.ndarray, spans: Sequence[tuple[int, int]]) -> tuple[int, int, int] | None:
+    """The most common (last kernel, first kernel, second kernel) where two found layers meet."""
+    contexts = boundary_contexts(codes, spans, meeting=True)
+    return contexts[0] if contexts else None
+
+
+def boundary_contexts(
+    codes: np.ndarray, spans: Sequence[tuple[int, int]], meeting: bool = False
+) -> list[tuple[int, int, int]]:
+    """The (last kernel, first kernel, second kernel) around the start of found layers, most common first: where two
+    found layers meet, then (unless `meeting`) where the others start and a kernel or two before the starts (a
+    layer found out of phase, a kernel or two into its norm)."""
+    ordered = sorted(spans)
+    met = [b for (_, end), (b, _) in itertools.pairwise(ordered) if end == b]
+    tiers = (
+        [met] if meeting else [met, [a for a, _ in ordered], [a - 1 for a, _ in ordered], [a - 2 for a, _ in ordered]]
+    )
+    out: list[tuple[int, int, int]] = []
+    for starts in tiers:
+        seen = Counter((int(codes[b - 1]), int(codes[b]), int(codes[b + 1])) for b in starts if 0 < b < len(codes) - 1)
+        out += [context for context, _ in seen.most_common() if context not in out]
+    return out
+
+
+def marks_of(codes: np.ndarray, context: tuple[int, int, int]) -> np.ndarray:
+    """Positions j where codes[j-1:j+2] is the boundary context."""
+    if len(codes) < 3:
+        return np.array([], dtype=np.int64)
+    hit = (codes[:-2] == context[0]) & (codes[1:-1] == context[1]) & (codes[2:] == context[2])
+    return np.flatnonzero(hit) + 1
+
+
+def _glue_pieces(codes: np.ndarray, marks: list[int], contents: list[bytes]) -> list[int]:
+    """Indexes of the pieces that hold the glue between two forward passes: at least GLUE_SHARE of the kernels
+    of the sequence's own prologue and epilogue that no common half runs."""
+    ordinary: set[int] = set()
+    covered = 0
+    for content, count in Counter(contents).most_common():
+        if covered >= COMMON_HALVES * len(contents):
+            break
+        ordinary.update(np.frombuffer(content, dtype=np.int64).tolist())
+        covered += count
+    prologue = _without_last_half(codes[: marks[0]], contents)
+    own = Counter(code for code in [*prologue.tolist(), *codes[marks[-1] :].tolist()] if code not in ordinary)
+    if not own:
+        return []
+    kinds = np.array(sorted(own), dtype=np.int64)
+    limit = np.array([own[int(k)] for k in kinds])
+    inner = codes[marks[0] : marks[-1]]
+    at = np.flatnonzero(np.isin(inner, kinds))
+    piece = np.searchsorted(marks, at + marks[0], side="right") - 1
+    pairs, counts = np.unique(piece * len(kinds) + np.searchsorted(kinds, inner[at]), return_counts=True)
+    shared = np.bincount(
+        pairs // len(kinds), weights=np.minimum(counts, limit[pairs % len(kinds)]), minlength=len(marks) - 1
+    )
+    return [int(i) for i in np.flatnonzero(shared >= GLUE_SHARE * limit.sum())]
+
+
+def _without_last_half(head: np.ndarray, contents: list[bytes]) -> np.ndarray:
+    """The sequence's prologue: what precedes its first mark, less the first layer's token mixer (the longest
+    piece content it ends with)."""
+    for content in sorted(set(contents), key=len, reverse=True):
+        length = len(content) // head.itemsize
+        if length <= len(head) and head[len(head) - length :].tobytes() == content:
+            return head[: len(head) - length]
+    return head
+
+
+def _ends_with_copy(codes: np.ndarray, before: tuple[int, int], copies: set[bytes]) -> int | None:
+    """Where a pass's first layer starts: the stretch before its first mark (the glue, or the sequence's
+    prologue) ends with one of `copies` (the longest that fits), which is the first layer or its token mixer."""
+    lo, hi = before
+    for copy in sorted(copies, key=len, reverse=True):
+        length = len(copy) // codes.itemsize
+        if length <= hi - lo and codes[hi - length : hi].tobytes() == copy:
+            return hi - length
+    return None
