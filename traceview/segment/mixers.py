@@ -34,20 +34,26 @@ import numpy as np
 
 COMMON_HALVES = 0.5  # the most common piece contents that make up this share of the pieces are ordinary halves
 GLUE_SHARE = 0.5  # a piece holding this share of the glue's own kernels is the glue between two passes
+NEAR_COVERAGE = 0.98  # share of the spans' kernels an answer with as many layers or more must explain
 MAX_CONTEXTS = 8  # boundary contexts tried (layers found out of phase meet a kernel or two from their starts)
 
 
 def forward_passes(codes: np.ndarray, spans: Sequence[tuple[int, int]]) -> list[list[tuple[int, int]]] | None:
     """Per forward pass of `codes`, its layers ([start, end) offsets): of the boundary contexts around the found
-    `spans`, the one whose marks give an unambiguous answer that explains the most kernels, at least as many as the
-    spans; else None (see the module's docstring)."""
+    `spans`, the one whose marks give an unambiguous answer that explains the most kernels; None when there is no
+    such answer or it explains fewer kernels than the spans (a little fewer, NEAR_COVERAGE, when it has as many
+    layers or more: spans may hold some of the glue) (see the module's docstring)."""
     answers = [
         found
         for context in boundary_contexts(codes, spans)[:MAX_CONTEXTS]
         if (found := _from_marks(codes, [int(m) for m in marks_of(codes, context)])) is not None
     ]
     best = max(answers, key=lambda found: _covered(itertools.chain.from_iterable(found)), default=None)
-    return best if best is not None and _covered(itertools.chain.from_iterable(best)) >= _covered(spans) else None
+    if best is None:
+        return None
+    layers = [span for found in best for span in found]
+    enough = _covered(layers) >= (NEAR_COVERAGE if len(layers) >= len(spans) else 1) * _covered(spans)
+    return best if enough else None
 
 
 def _from_marks(codes: np.ndarray, marks: list[int]) -> list[list[tuple[int, int]]] | None:
@@ -103,7 +109,7 @@ def _halves_agree(codes: np.ndarray, passes: list[list[int]]) -> bool:
 
 
 def _covered(spans: Iterable[tuple[int, int]]) -> int:
-    """Kernels in layers: the marks' answer never explains less of the sequence than the layers it started from."""
+    """Kernels in layers."""
     return sum(b - a for a, b in spans)
 
 
