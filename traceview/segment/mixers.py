@@ -32,28 +32,24 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-COMMON_HALVES = 0.5  # the most common piece contents that make up this share of the pieces are ordinary halves
+GLUE_CONTENTS = 2  # a kernel run by pieces of more contents than this is a layer's, not the glue's
 GLUE_SHARE = 0.5  # a piece holding this share of the glue's own kernels is the glue between two passes
-NEAR_COVERAGE = 0.98  # share of the spans' kernels an answer with as many layers or more must explain
+NEAR_COVERAGE = 0.98  # share of the spans' kernels an answer must explain
+WHOLE_LONGEST = 1.4  # a whole layer this many times the median length holds more than a layer
 MAX_CONTEXTS = 8  # boundary contexts tried (layers found out of phase meet a kernel or two from their starts)
 
 
 def forward_passes(codes: np.ndarray, spans: Sequence[tuple[int, int]]) -> list[list[tuple[int, int]]] | None:
-    """Per forward pass of `codes`, its layers ([start, end) offsets): of the boundary contexts around the found
-    `spans`, the one whose marks give an unambiguous answer that explains the most kernels; None when there is no
-    such answer or it explains fewer kernels than the spans (a little fewer, NEAR_COVERAGE, when it has as many
-    layers or more: spans may hold some of the glue) (see the module's docstring)."""
-    answers = [
-        found
-        for context in boundary_contexts(codes, spans)[:MAX_CONTEXTS]
-        if (found := _from_marks(codes, [int(m) for m in marks_of(codes, context)])) is not None
-    ]
-    best = max(answers, key=lambda found: _covered(itertools.chain.from_iterable(found)), default=None)
-    if best is None:
-        return None
-    layers = [span for found in best for span in found]
-    enough = _covered(layers) >= (NEAR_COVERAGE if len(layers) >= len(spans) else 1) * _covered(spans)
-    return best if enough else None
+    """Per forward pass of `codes`, its layers ([start, end) offsets), from the first of the boundary contexts around
+    the found `spans` (most common first) whose marks give an unambiguous answer that explains as much as the spans:
+    as many layers or more, and nearly as many kernels (NEAR_COVERAGE: spans may hold some of the glue); else None
+    (see the module's docstring)."""
+    for context in boundary_contexts(codes, spans)[:MAX_CONTEXTS]:
+        found = _from_marks(codes, [int(m) for m in marks_of(codes, context)])
+        layers = [span for layers in found or [] for span in layers]
+        if found and len(layers) >= len(spans) and _covered(layers) >= NEAR_COVERAGE * _covered(spans):
+            return found
+    return None
 
 
 def _from_marks(codes: np.ndarray, marks: list[int]) -> list[list[tuple[int, int]]] | None:
@@ -89,7 +85,11 @@ def _whole_layers(
 ) -> list[tuple[int, int]] | None:
     """The layers of a pass whose pieces are whole layers (post-norm or parallel blocks: one mark per layer after
     the first): the first layer is a copy of one of them at the end of what precedes the pass; the last mark opens
-    either the final norm or the last layer, when what follows it opens with a copy of one."""
+    either the final norm or the last layer, when what follows it opens with a copy of one. Whole layers are alike
+    in length: a piece much longer than the typical one holds the glue of passes not told apart (no answer)."""
+    sizes = np.diff(own)
+    if len(sizes) and sizes.max() > WHOLE_LONGEST * np.median(sizes):
+        return None
     layers = _contents(codes, own[:-1], own[1:])
     start = _ends_with_copy(codes, before, layers)
     if start is None or not layers:
@@ -151,14 +151,10 @@ def marks_of(codes: np.ndarray, context: tuple[int, int, int]) -> np.ndarray:
 
 def _glue_pieces(codes: np.ndarray, marks: list[int], contents: list[bytes]) -> list[int]:
     """Indexes of the pieces that hold the glue between two forward passes: at least GLUE_SHARE of the kernels
-    of the sequence's own prologue and epilogue that no common half runs."""
-    ordinary: set[int] = set()
-    covered = 0
-    for content, count in Counter(contents).most_common():
-        if covered >= COMMON_HALVES * len(contents):
-            break
-        ordinary.update(np.frombuffer(content, dtype=np.int64).tolist())
-        covered += count
+    of the sequence's own prologue and epilogue that are not ordinary, that is, run by pieces of two different
+    contents or more (the glue between passes is one content, or two when the first pass's prologue differs)."""
+    seen = Counter(code for content in set(contents) for code in set(np.frombuffer(content, dtype=np.int64).tolist()))
+    ordinary = {code for code, count in seen.items() if count > GLUE_CONTENTS}
     prologue = _without_last_half(codes[: marks[0]], contents)
     own = Counter(code for code in [*prologue.tolist(), *codes[marks[-1] :].tolist()] if code not in ordinary)
     if not own:

@@ -197,7 +197,7 @@ def _all_layers(unit: np.ndarray) -> bool:
     """Whether a unit is layers from end to end (layers of several kinds: three linear-attention layers and a full
     one) rather than a forward pass, whose prologue and epilogue are not layers: its layers, with those of other
     kinds found from boundary to boundary, leave no kernel out."""
-    fit = period.find_layers(unit)
+    fit = period.find_layers(unit, halves=False)
     return fit is not None and sum(s.end - s.start for s in fit.layers) == len(unit)
 
 

@@ -93,13 +93,15 @@ def find_layers(
     kinds: bool = True,
     edges: bool = True,
     expected: int | None = None,
+    halves: bool = True,
 ) -> PeriodFit | None:
     """The best layer segmentation of `codes`, or None when nothing repeats at least `min_layers` times.
     `families` (one id per kernel, segment/family.py) tells which different kernels are variants of one operation:
     a first layer that opens with a variant of the others' opening kernel is cut where they are. With `kinds`
     false, a unit of several layers of different sizes stays whole (segment/passes.py wants parts of one size). With
     `edges`, layers the unit left out at the edges and in gaps are added (`with_edge_layers`). `expected` is the
-    number of layers of a forward pass the user gave (`toward_count`)."""
+    number of layers of a forward pass the user gave (`toward_count`). With `halves`, the layers of every forward pass
+    are found again from where their mixers open (`by_mixers`) when that gives an unambiguous answer."""
     codes = np.ascontiguousarray(codes, dtype=np.int64)
     if len(codes) < 2 * min_layers:
         return None
@@ -111,7 +113,7 @@ def find_layers(
         return None
     fit = split_alternating(codes, best, kinds)
     fit = with_edge_layers(codes, fit) if edges else fit
-    fit = by_mixers(codes, fit) if kinds and edges else fit
+    fit = by_mixers(codes, fit) if kinds and edges and halves else fit
     return toward_count(codes, fit, expected) if expected else fit
 
 
