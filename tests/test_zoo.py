@@ -29,12 +29,7 @@ MISSES = {
     "gemma3_text_default_compiled": "regional compilation: the full-attention layer opens with another fused kernel",
     "lfm2_conv2_attn1_compiled": "regional compilation: the unit of three layers is not cut (no boundary context)",
     "qwen2_moe_moe_every_2_compiled": "regional compilation: dense and MoE layers end apart, the unit stays whole",
-    "qwen3_next_default_decode.nsys": "the three decode passes found as one",
-    "smollm3_default_decode": "decode steps taken for units of four layers (no step annotation)",
-    "smollm3_default_graph": "decode steps taken for units of four layers (no step annotation)",
     "exaone_moe_moe_every_2_prefill": PREFILL_HYBRID,
-    "llama4_text_moe_every_2_prefill": PREFILL_HYBRID,
-    "minimax_default_prefill": PREFILL_HYBRID,
     "olmo_hybrid_default_prefill": PREFILL_HYBRID,
 }
 CASES = labelled_cases(ZOO, MISSES)
