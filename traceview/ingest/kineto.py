@@ -276,8 +276,9 @@ def stage_events(con: duckdb.DuckDBPyConnection, trace_file: Path, options: Inge
 
 
 def _stage_streamed(con: duckdb.DuckDBPyConnection, trace_file: Path, options: IngestOptions) -> Staged:
-    chunks = jsonstream.decompressed_chunks(trace_file, options.progress)
+    chunks = jsonstream.CountedChunks(jsonstream.decompressed_chunks(trace_file, options.progress))
     header, first = read_header(trace_file, chunks)
+    plain = not jsonstream.is_gzip(trace_file)
     pipes = jsonstream.EventPipes(
         first,
         chunks,
@@ -285,6 +286,7 @@ def _stage_streamed(con: duckdb.DuckDBPyConnection, trace_file: Path, options: I
         lambda rest, after_element: array_end(rest, header.bare_array, after_element),
         jsonstream.expected_size(trace_file),
         jsonstream.json_limit(trace_file, options.max_expansion),
+        jsonstream.FileBody(trace_file, chunks.read, options.progress) if plain else None,
     )
     with pipes as paths:
         try:
@@ -315,7 +317,7 @@ def _any_row_order(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
 def _threads(con: duckdb.DuckDBPyConnection) -> int:
     """DuckDB's worker threads: the number of pipes worth feeding (one file per thread)."""
     row = first_row(con.execute("SELECT current_setting('threads')").fetchall())
-    return max(1, min(int(row[0]) if row else 1, 8))
+    return max(1, min(int(row[0]) if row else 1, jsonstream.MAX_LANES))
 
 
 # ---------------------------------------------------------------------------------------------------------
