@@ -56,7 +56,9 @@ def corpus_inputs() -> list[Path]:
 
 def bench_inputs(data: Path) -> list[Path]:
     """The bench's cached inputs (bench_ingest.py, --data): every trace file, and each directory of rank files."""
-    files = sorted(p for p in data.rglob("*") if p.is_file() and p.name.endswith(TRACE_SUFFIXES))
+    files = sorted(
+        p for p in data.rglob("*") if p.is_file() and p.name.endswith(TRACE_SUFFIXES) and ".meta." not in p.name
+    )
     folders = sorted({p.parent for p in files if p.parent.name.startswith("ranks-")})
     return [p for p in files if not p.parent.name.startswith("ranks-")] + folders
 
@@ -93,7 +95,7 @@ def differences(old: Path, new: Path) -> list[str]:
 
 def _rows_only_in(con: duckdb.DuckDBPyConnection, a: str, b: str, table: str, select: str) -> int:
     """Rows of database a's `table` that b's lacks, duplicates counted (EXCEPT ALL), over the columns `select`."""
-    query = f"SELECT {select} FROM {a}.{table} EXCEPT ALL SELECT {select} FROM {b}.{table}"
+    query = f'SELECT {select} FROM "{a}".{table} EXCEPT ALL SELECT {select} FROM "{b}".{table}'
     return con.execute(f"SELECT count(*) FROM ({query})").fetchall()[0][0]
 
 
