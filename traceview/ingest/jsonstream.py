@@ -593,12 +593,10 @@ def _move_range(source: int, fd: int, start: int, end: int) -> None:
     """Bytes [start, end) of the file open as `source` into the pipe `fd`: by splice(2), in the kernel, without
     the GIL; by pread and write where splice is missing or refuses the file."""
     while start < end:
-        try:
-            moved = os.splice(source, fd, end - start, offset_src=start) if _SPLICE else 0
-        except OSError as error:
-            if error.errno not in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
-                raise
-            moved = 0
+        moved = 0
+        if _SPLICE:
+            with contextlib.suppress(OSError):  # refused (the kernel, the file system): pread and write say why, if
+                moved = os.splice(source, fd, end - start, offset_src=start)  # anything is wrong
         if not moved:
             data = os.pread(source, min(CHUNK, end - start), start)
             if not data:
