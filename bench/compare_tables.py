@@ -25,6 +25,7 @@ import duckdb
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 TRACE_SUFFIXES = (".json", ".json.gz", ".sqlite", ".nsys-rep")
+NOT_TRACES = ("meta.", "truth.")
 VOLATILE = {"runs": ("ingested_at", "traceview_version")}
 # Runs in the other tree's Python: ingest each (input, database, jobs) of the JSON list in argv[1], write each
 # outcome ("" or the error's first line) to the JSON file in argv[2].
@@ -47,11 +48,16 @@ def corpus_inputs() -> list[Path]:
     """Every trace file under sample_traces/ and ../shared/external/, and each directory of several rank files."""
     found: list[Path] = []
     for top in (ROOT / "sample_traces", ROOT.parent / "shared" / "external"):
-        files = sorted(p for p in top.rglob("*") if p.is_file() and p.name.endswith(TRACE_SUFFIXES))
+        files = sorted(p for p in top.rglob("*") if p.is_file() and _a_trace(p))
         found += files
         folders = sorted({p.parent for p in files if p.name.endswith((".json", ".json.gz"))})
         found += [d for d in folders if sum(1 for p in files if p.parent == d) > 1 and d.name.startswith("tp_")]
     return found
+
+
+def _a_trace(path: Path) -> bool:
+    """A trace file by its name: not the truth labels and run descriptions that lie beside the corpus's traces."""
+    return path.name.endswith(TRACE_SUFFIXES) and path.parent.name != "labels" and not path.name.startswith(NOT_TRACES)
 
 
 def bench_inputs(data: Path) -> list[Path]:
