@@ -228,7 +228,7 @@ def test_an_uncompressed_file_moved_by_byte_ranges_gives_the_rows_of_the_careful
     monkeypatch.setattr(jsonstream, "WINDOW", 1 << 14)
     monkeypatch.setattr(jsonstream, "MIN_QUOTA", 1 << 19)
     monkeypatch.setattr(jsonstream, "PIPES_HELD", 1 << 22)  # 512 KiB a pipe: a lane moves on to further pipes
-    monkeypatch.setattr(kineto, "_threads", lambda con: 16)
+    monkeypatch.setattr(kineto, "_lanes", lambda con: 16)
     fast = tmp_path / "fast.db"
     traceview.ingest([trace], fast)
     assert len(moved) > 20, "the file went through byte ranges"

@@ -35,7 +35,7 @@ CONNECT_CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensi
 # The settings that may change once the configuration is locked, none of which reaches out: the progress bar, set
 # per connection (DuckDB draws it on stdout, in the middle of a command's data), and those ingest changes for one
 # statement (kineto.py).
-CHANGEABLE = ["enable_progress_bar", "memory_limit", "preserve_insertion_order"]
+CHANGEABLE = ["enable_progress_bar", "memory_limit", "preserve_insertion_order", "threads"]
 
 MIN_MEMORY_BUDGET = 1 << 30  # below this, a small trace's ingest would spill for nothing
 RAM_SHARE = 0.8  # DuckDB's own default limit: 80% of physical memory
