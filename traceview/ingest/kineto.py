@@ -318,9 +318,9 @@ def _reading_pipes(con: duckdb.DuckDBPyConnection, lanes: int) -> Iterator[None]
     try:
         yield
     finally:
-        with contextlib.suppress(duckdb.Error):  # a failed read has aborted the transaction: the caller starts over
-            con.execute("RESET preserve_insertion_order")
-            con.execute(f"SET threads = {threads}")
+        for restore in ("RESET preserve_insertion_order", f"SET threads = {threads}"):
+            with contextlib.suppress(duckdb.Error):  # a failed read aborted the transaction: the caller starts over
+                con.execute(restore)
 
 
 def _threads(con: duckdb.DuckDBPyConnection) -> int:
