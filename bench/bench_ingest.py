@@ -5,6 +5,8 @@ Inputs (--inputs):
     real        a real H200 trace (sample_traces/eager) repeated with shifted times and ids to the size, in
                 PyTorch's own layout (bench/replicate_trace.py); real-gz the same gzipped
     real-lines  the same events one per line;  real-long  durations with 16-17 significant digits
+    real-ranks  --rank-files copies of `real` of the size each, as the per-rank files of one run (rank-N.pt.trace.json),
+                ingested with --jobs one worker per rank
     generated   the modelled decode trace of bench/gen_traces.py (and generated-gz)
     nsys        an nsys-like SQLite export (bench/gen_traces.py)
 Tools:
@@ -18,6 +20,11 @@ fastest of --repeat runs, MB/s of uncompressed JSON (of the SQLite file for nsys
 peak RSS and that as a multiple of the input size, the peer's wall and CPU time as multiples of traceview's on
 the same file, and the load average when the row was measured. The machine may be shared: read CPU seconds
 and same-run ratios. The table printed on stdout is the one the README shows.
+
+`--cores 1,2,4,8,16` runs each traceview load once per count, on that many cores (the child's CPU affinity, which
+traceview's DuckDB threads follow), and the peers on the largest; the `cores` column says which. The loads run with
+the current directory's `traceview` package (`python -m traceview.cli`): run the script from another tree to time
+that tree's code in the same minute.
 
     python bench/bench_ingest.py --sizes 100MB,1GB
 Peers live in their own virtual environments (see bench/README.md); a missing one is skipped.
@@ -69,6 +76,7 @@ class Input:
     path: Path
     json_bytes: int  # uncompressed JSON (Kineto) or file size (nsys)
     events: int
+    files: int = 1
 
 
 @dataclass(frozen=True)
@@ -80,22 +88,31 @@ class Result:
     note: str = ""
     cpu_s: float | None = None
     load: float = 0.0
+    cores: int = 0
 
 
-INPUTS = ("real", "real-gz", "real-lines", "real-long", "generated", "generated-gz", "nsys")
+INPUTS = ("real", "real-gz", "real-lines", "real-long", "real-ranks", "generated", "generated-gz", "nsys")
 
 
 # ---------------------------------------------------------------------------------------------------------
 # Inputs
 
 
-def inputs_for(size: int, data: Path, ranks: int, layers: int, kinds: tuple[str, ...]) -> list[Input]:
+def inputs_for(
+    size: int, data: Path, ranks: int, layers: int, kinds: tuple[str, ...], rank_files: int = 8
+) -> list[Input]:
     """Make (once) the inputs of one size; cached by name in `data`."""
     data.mkdir(parents=True, exist_ok=True)
     name = f"{size // 10**6}MB"
     made = []
     for kind in kinds:
-        if kind.startswith("real"):
+        if kind == "real-ranks":
+            made.append(
+                _rank_files(
+                    _real_input("real", size, data / f"real-{name}"), data / f"ranks-{rank_files}x{name}", rank_files
+                )
+            )
+        elif kind.startswith("real"):
             made.append(_real_input(kind, size, data / f"{kind.removesuffix('-gz')}-{name}"))
         elif kind.startswith("generated"):
             made.append(_generated_input(kind, size, data / f"kineto-{name}", ranks, layers))
@@ -120,6 +137,17 @@ def _real_input(kind: str, size: int, folder: Path) -> Input:
     counts = json.loads(meta.read_text())
     path = plain if not kind.endswith("-gz") else _gzipped(plain, folder.with_name(folder.name + "-gz"))
     return Input(kind, path, counts["bytes"], counts["events"])
+
+
+def _rank_files(one: Input, folder: Path, count: int) -> Input:
+    """`count` copies of the input `one` as the rank files of one run (copies: a link would be the same file)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for rank in range(count):
+        target = folder / f"rank-{rank}.pt.trace.json"
+        if not target.exists():
+            shutil.copyfile(one.path, folder / "copy.part")
+            (folder / "copy.part").rename(target)
+    return Input("real-ranks", folder, one.json_bytes * count, one.events * count, count)
 
 
 def _generated_input(kind: str, size: int, folder: Path, ranks: int, layers: int) -> Input:
@@ -160,10 +188,18 @@ def _gzip_copy(src: Path, dst: Path) -> None:
 Measured = tuple[float, float, float, str]  # wall s, CPU s, peak RSS MB, error
 
 
-def measure(cmd: list[str], cwd: Path | None = None, timeout: float | None = None) -> Measured:
-    """Run `cmd`; its wall time, CPU time, peak RSS in MB (the child and the children it waited for), an error."""
+def measure(cmd: list[str], cwd: Path | None = None, timeout: float | None = None, cores: int = 0) -> Measured:
+    """Run `cmd` (on the first `cores` cores this process may use; 0: all); its wall time, CPU time, peak RSS in MB
+    (the largest of the child and the children it waited for), an error."""
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    allowed = sorted(os.sched_getaffinity(0))[:cores] if cores else None
+    proc = subprocess.Popen(
+        cmd,
+        cwd=cwd,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        preexec_fn=(lambda: os.sched_setaffinity(0, allowed)) if allowed else None,
+    )
     deadline = None if timeout is None else start + timeout
     while True:
         pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
@@ -182,7 +218,7 @@ def measure(cmd: list[str], cwd: Path | None = None, timeout: float | None = Non
     return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, note
 
 
-def best_of(tool: str, item: Input, runs: int, run_once: callable) -> Result:  # type: ignore[valid-type]
+def best_of(tool: str, item: Input, runs: int, run_once: callable, cores: int = 0) -> Result:  # type: ignore[valid-type]
     """The run with the least CPU time of `runs` (its wall time and the load average then), the largest RSS."""
     best: tuple[float, float, float] | None = None
     rss = 0.0
@@ -190,42 +226,45 @@ def best_of(tool: str, item: Input, runs: int, run_once: callable) -> Result:  #
         wall, cpu, peak, note = run_once()
         load = os.getloadavg()[0]
         if note:
-            return Result(tool, item, wall, peak, note, cpu, load)
+            return Result(tool, item, wall, peak, note, cpu, load, cores)
         rss = max(rss, peak)
         if best is None or cpu < best[1]:
             best = (wall, cpu, load)
     assert best is not None
-    return Result(tool, item, best[0], rss, "", best[1], best[2])
+    return Result(tool, item, best[0], rss, "", best[1], best[2], cores)
 
 
-def run_traceview(item: Input, repeat: int, work: Path) -> Result:
+def run_traceview(item: Input, repeat: int, work: Path, cores: int = 0) -> Result:
+    jobs = ["--jobs", str(item.files)] if item.files > 1 else []
+
     def once() -> Measured:
         out = work / "bench.db"
         for leftover in work.glob("bench.db*"):
             leftover.unlink()
-        return measure([*TRACEVIEW, "ingest", str(item.path), "-o", str(out)])
+        return measure([*TRACEVIEW, "ingest", str(item.path), "-o", str(out), *jobs], cores=cores)
 
-    return best_of("traceview", item, repeat, once)
+    return best_of("traceview", item, repeat, once, cores)
 
 
-def run_hta(item: Input, repeat: int, work: Path, python: Path, timeout: float) -> Result:
+def run_hta(item: Input, repeat: int, work: Path, python: Path, timeout: float, cores: int = 0) -> Result:
     trace_dir = work / "hta"
     shutil.rmtree(trace_dir, ignore_errors=True)
     trace_dir.mkdir()
     (trace_dir / item.path.name).symlink_to(item.path)
-    return best_of("HTA", item, repeat, lambda: measure([str(python), "-c", HTA_LOAD, str(trace_dir)], timeout=timeout))
+    cmd = [str(python), "-c", HTA_LOAD, str(trace_dir)]
+    return best_of("HTA", item, repeat, lambda: measure(cmd, timeout=timeout, cores=cores), cores)
 
 
-def run_nsys_ai(item: Input, repeat: int, work: Path, python: Path, timeout: float) -> Result:
+def run_nsys_ai(item: Input, repeat: int, work: Path, python: Path, timeout: float, cores: int = 0) -> Result:
     def once() -> Measured:
         place = work / "nsys-ai"
         shutil.rmtree(place, ignore_errors=True)
         place.mkdir()
         target = place / item.path.name
         os.link(item.path, target) if _same_device(item.path, place) else shutil.copy(item.path, target)
-        return measure([str(python), "-c", NSYS_AI_BUILD, str(target)], timeout=timeout)
+        return measure([str(python), "-c", NSYS_AI_BUILD, str(target)], timeout=timeout, cores=cores)
 
-    return best_of("nsys-ai", item, repeat, once)
+    return best_of("nsys-ai", item, repeat, once, cores)
 
 
 def _same_device(a: Path, b: Path) -> bool:
@@ -249,19 +288,19 @@ def machine() -> str:
 
 
 def table(results: list[Result]) -> str:
-    ours = {r.input.path: r for r in results if r.tool == "traceview" and r.wall_s and not r.note}
+    ours = {(r.input.path, r.cores): r for r in results if r.tool == "traceview" and r.wall_s and not r.note}
     rows = [
-        "| input | MB | events | tool | wall (s) | CPU (s) | MB/s | CPU-s/GB | peak RSS (MB) | RSS / size "
+        "| input | MB | events | tool | cores | wall (s) | CPU (s) | MB/s | CPU-s/GB | peak RSS (MB) | RSS / size "
         "| x traceview (wall / CPU) | load |",
-        "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in results:
         mb = r.input.json_bytes / 1e6
-        head = f"| {r.input.kind} | {mb:,.0f} | {r.input.events:,} | {r.tool}"
+        head = f"| {r.input.kind} | {mb:,.0f} | {r.input.events:,} | {r.tool} | {r.cores or os.cpu_count()}"
         if r.note or r.wall_s is None or r.cpu_s is None:
             rows.append(f"{head} | – | – | – | – | – | – | {r.note} | {r.load:.1f} |")
             continue
-        base = ours.get(r.input.path)
+        base = ours.get((r.input.path, r.cores))
         ratio = ""
         if base and base.wall_s and base.cpu_s and r.tool != "traceview":
             ratio = f"{r.wall_s / base.wall_s:.1f}x / {r.cpu_s / base.cpu_s:.1f}x"
@@ -291,7 +330,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nsys-ai-python", type=Path, default=NSYS_AI_PYTHON)
     parser.add_argument("--peer-timeout", type=float, default=1200.0, help="seconds before a peer run is stopped")
     parser.add_argument("--only", default="", help="comma-separated tools to run: traceview,hta,nsys-ai")
+    parser.add_argument("--cores", default="", help="comma-separated core counts to run traceview on (peers: the last)")
+    parser.add_argument("--rank-files", type=int, default=8, help="files of the real-ranks input (each of the size)")
     args = parser.parse_args(argv)
+    sweep = [int(c) for c in args.cores.split(",") if c.strip()] or [0]
     only = {t.strip().lower() for t in args.only.split(",") if t.strip()}
     kinds = tuple(k.strip() for k in args.inputs.split(",") if k.strip())
     if unknown := set(kinds) - set(INPUTS):
@@ -302,9 +344,9 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="traceview-bench-") as tmp:
         work = Path(tmp)
         for size in [gen_traces.parse_size(s) for s in args.sizes.split(",")]:
-            for item in inputs_for(size, args.data, args.ranks, args.layers, kinds):
-                if not only or "traceview" in only:
-                    results.append(run_traceview(item, args.repeat, work))
+            for item in inputs_for(size, args.data, args.ranks, args.layers, kinds, args.rank_files):
+                for cores in sweep if not only or "traceview" in only else []:
+                    results.append(run_traceview(item, args.repeat, work, cores))
                     _progress(results[-1])
                 if item.kind == "real" and (not only or "hta" in only):
                     if not args.hta_python.exists():
@@ -312,14 +354,16 @@ def main(argv: list[str] | None = None) -> int:
                     elif size > hta_max:
                         results.append(Result("HTA", item, None, None, f"skipped: above --hta-max {args.hta_max}"))
                     else:
-                        results.append(run_hta(item, args.peer_repeat, work, args.hta_python, args.peer_timeout))
+                        results.append(
+                            run_hta(item, args.peer_repeat, work, args.hta_python, args.peer_timeout, sweep[-1])
+                        )
                     _progress(results[-1])
                 if item.kind == "nsys" and (not only or "nsys-ai" in only):
                     if not args.nsys_ai_python.exists():
                         results.append(Result("nsys-ai", item, None, None, f"skipped: no {args.nsys_ai_python}"))
                     else:
                         results.append(
-                            run_nsys_ai(item, args.peer_repeat, work, args.nsys_ai_python, args.peer_timeout)
+                            run_nsys_ai(item, args.peer_repeat, work, args.nsys_ai_python, args.peer_timeout, sweep[-1])
                         )
                     _progress(results[-1])
     print(f"{dt.datetime.now().isoformat(timespec='minutes')} — {machine()}\n")
@@ -329,7 +373,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _progress(result: Result) -> None:
     what = result.note or f"{result.wall_s:.2f} s, {result.cpu_s:.2f} CPU-s, {result.rss_mb:.0f} MB"
-    print(f"  {result.tool:9} {result.input.kind:9} {result.input.path.name}: {what}", file=sys.stderr, flush=True)
+    where = f"{result.input.path.name} on {result.cores or os.cpu_count()} cores"
+    print(f"  {result.tool:9} {result.input.kind:10} {where}: {what}", file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import json
 import sys
 from pathlib import Path
 
@@ -190,3 +192,46 @@ def test_running_out_of_memory_without_a_cap_says_what_to_do(tmp_path: Path, mon
         traceview.ingest([SAMPLES / "eager.pt.trace.json.gz"], database, IngestOptions(memory_limit=0))
     with pytest.raises(DatabaseError, match="ran out of memory"):  # automatic cap: lifted once, then the error
         traceview.ingest([SAMPLES / "eager.pt.trace.json.gz"], database)
+
+
+@pytest.fixture(scope="module")
+def spliced_inputs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A plain trace of ~9 MB in PyTorch's layout, the same events one per line and all on one line."""
+    out = tmp_path_factory.mktemp("spliced")
+    pretty = out / "pretty.pt.trace.json"
+    gen_traces.write_kineto(pretty, 9_000_000, rank=0, world=2, layers=4)
+    data = json.loads(pretty.read_text())
+    events = data.pop("traceEvents")
+    lines = ",\n".join(json.dumps(e) for e in events)
+    (out / "lines.pt.trace.json").write_text(json.dumps(data)[:-1] + ', "traceEvents": [\n' + lines + "\n]}")
+    (out / "one-line.pt.trace.json").write_text(json.dumps({**data, "traceEvents": events}))
+    return out
+
+
+@pytest.mark.parametrize("layout", ["pretty", "lines", "one-line"])
+@pytest.mark.parametrize("splice", [True, False], ids=["splice", "pread"])
+def test_an_uncompressed_file_moved_by_byte_ranges_gives_the_rows_of_the_careful_read(
+    layout: str, splice: bool, spliced_inputs: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Small ranges (CHUNK 128 KiB) over 16 lanes: many ranges, many pipes, the file's tail read as chunks."""
+    from traceview.ingest import jsonstream, kineto
+
+    trace = spliced_inputs / f"{layout}.pt.trace.json"
+    careful = tmp_path / "careful.db"
+    traceview.ingest([trace], careful, IngestOptions(careful=frozenset([trace])))
+    moved: list[tuple[int, int]] = []
+    move = jsonstream._move_range
+    monkeypatch.setattr(jsonstream, "_move_range", lambda src, fd, a, b: (moved.append((a, b)), move(src, fd, a, b)))
+    monkeypatch.setattr(jsonstream, "_SPLICE", splice)
+    monkeypatch.setattr(jsonstream, "CHUNK", 1 << 17)
+    monkeypatch.setattr(jsonstream, "HOLD", 1 << 16)
+    monkeypatch.setattr(jsonstream, "WINDOW", 1 << 14)
+    monkeypatch.setattr(jsonstream, "MIN_QUOTA", 1 << 19)
+    monkeypatch.setattr(jsonstream, "PIPES_HELD", 1 << 22)  # 512 KiB a pipe: a lane moves on to further pipes
+    monkeypatch.setattr(kineto, "_lanes", lambda con: 16)
+    fast = tmp_path / "fast.db"
+    traceview.ingest([trace], fast)
+    assert len(moved) > 20, "the file went through byte ranges"
+    ranges = sorted(moved)
+    assert all(a < b <= next_a for (a, b), (next_a, _) in itertools.pairwise(ranges))  # each byte moved once
+    assert _rows(fast) == _rows(careful)

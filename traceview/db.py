@@ -35,7 +35,7 @@ CONNECT_CONFIG = {"autoinstall_known_extensions": False, "autoload_known_extensi
 # The settings that may change once the configuration is locked, none of which reaches out: the progress bar, set
 # per connection (DuckDB draws it on stdout, in the middle of a command's data), and those ingest changes for one
 # statement (kineto.py).
-CHANGEABLE = ["enable_progress_bar", "memory_limit", "preserve_insertion_order"]
+CHANGEABLE = ["enable_progress_bar", "memory_limit", "preserve_insertion_order", "threads"]
 
 MIN_MEMORY_BUDGET = 1 << 30  # below this, a small trace's ingest would spill for nothing
 RAM_SHARE = 0.8  # DuckDB's own default limit: 80% of physical memory
@@ -393,9 +393,24 @@ def write_session(
 
 def ingest_access(traces: Sequence[Path], spill: str | None = None, threads: int | None = None) -> Access:
     """What an ingest's connection may read: the traces and the system's temporary directory (ingest's scratch
-    directories: pipes, copies, part databases); where it spills, how many threads it runs."""
-    settings = {"temp_directory": spill, "threads": threads}
+    directories: pipes, copies, part databases); where it spills, how many threads it runs (by default one per core
+    this process may run on, see usable_cores)."""
+    settings = {"temp_directory": spill, "threads": threads or _restricted_cores()}
     return Access((*traces, Path(tempfile.gettempdir())), {k: v for k, v in settings.items() if v is not None})
+
+
+def usable_cores() -> int:
+    """The cores this process may run on: its CPU affinity (taskset, a container's cpuset), else all of them."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0)) or 1
+    return os.cpu_count() or 1
+
+
+def _restricted_cores() -> int | None:
+    """usable_cores when fewer than the machine has, else None: DuckDB then picks its own count (it reads the cores
+    and a container's CPU quota, not the affinity: under `taskset -c 0-3` on 16 cores it ran 16 threads on 4)."""
+    cores = usable_cores()
+    return cores if cores < (os.cpu_count() or cores) else None
 
 
 def memory_budget(data_bytes: int) -> int:

@@ -17,6 +17,12 @@ an event in two, or leave the array's end inside a part: such a part fails to pa
 file the careful way. Where MAX_UNCUT bytes hold no boundary (a long run of whitespace between events, a
 large trailer) the elements at the front are decoded one by one instead, so memory stays bounded.
 
+A file that is not compressed is not read through Python at all (FileBody): the producer finds the boundaries by
+reading a small window before every CHUNK-th byte, and each writer moves its byte ranges from the file into its pipe
+with splice(2) (pread and write where splice is missing), so the bytes reach DuckDB's threads without the one
+producer thread in the way (it was the serial part of staging on many cores). The last HOLD + 2 * CHUNK bytes go
+through the same code as a compressed file's, so the array's end and the trailer are found the same way.
+
 When the producer fails (a gzip error, no closing bracket at the end) the pipes still end as valid arrays,
 DuckDB's read succeeds, and `finish()` raises StreamFailed: the caller reads the file again the careful way
 (the temp-file path, which handles damaged files). A DuckDB error (a value of another type, JSON that does
@@ -26,6 +32,7 @@ not parse) reaches the caller as it is.
 from __future__ import annotations
 
 import contextlib
+import errno
 import gzip as _stdlib_gzip
 import json
 import os
@@ -60,10 +67,55 @@ _JSON = json.JSONDecoder()
 NEWLINE_CANDIDATES = 64  # `{` candidates looked at, from the end, for a boundary whose gap holds a newline
 QUEUE_SEGMENTS = 3  # segments waiting per pipe (bounds memory: lanes * QUEUE_SEGMENTS * ~CHUNK)
 QUOTA = 1 << 25  # bytes per pipe: DuckDB keeps what it read from a pipe until that pipe ends
+PIPES_HELD = 1 << 28  # at most this much held by DuckDB's readers at once: more lanes, less per pipe (pipe_quota)
+MIN_QUOTA = 1 << 23  # the least a pipe carries, however many lanes
+MAX_LANES = 16  # pipes fed at once, and DuckDB's threads reading them (each holds a buffer: kineto._reading_pipes)
+WINDOW = 1 << 16  # bytes read before a range's end to find the last event boundary there (FileBody)
 F_SETPIPE_SZ = 1031  # Linux: grow the pipe buffer from 64 KiB
 PIPE_SIZE = 1 << 20
+_SPLICE = hasattr(os, "splice")  # Linux, Python 3.10+
 
 Progress = Callable[[str, int, int], None]
+Segment = bytes | tuple[int, int]  # bytes to write, or a byte range of the FileBody's file to move into the pipe
+
+
+@dataclass(frozen=True)
+class FileBody:
+    """An uncompressed trace file whose bytes from `offset` on are the rest of the array (what the chunk iterator
+    given to EventPipes has not read yet): the producer cuts them into ranges that the writers move themselves."""
+
+    path: Path
+    offset: int
+    progress: Progress | None = None
+
+
+class CountedChunks:
+    """An iterator of chunks that counts the bytes it has yielded (`read`): for a file that is not compressed,
+    where the next chunk starts in the file."""
+
+    def __init__(self, chunks: Iterator[bytes]) -> None:
+        self._chunks = chunks
+        self.read = 0
+
+    def __iter__(self) -> CountedChunks:
+        return self
+
+    def __next__(self) -> bytes:
+        chunk = next(self._chunks)
+        self.read += len(chunk)
+        return chunk
+
+
+def is_gzip(trace_file: Path) -> bool:
+    """Whether the file starts with the gzip magic."""
+    with open(trace_file, "rb") as raw:
+        return raw.read(2) == b"\x1f\x8b"
+
+
+def pipe_quota(lanes: int) -> int:
+    """Bytes per pipe when `lanes` pipes are read at once: QUOTA, less with many lanes so that DuckDB holds at most
+    about PIPES_HELD (16 lanes of QUOTA held 512 MiB: peak RSS grew with the thread count)."""
+    return max(MIN_QUOTA, min(QUOTA, PIPES_HELD // max(lanes, 1)))
 
 
 class StreamFailed(Exception):
@@ -168,16 +220,19 @@ class EventPipes:
         find_end: Callable[[bytearray, bool], tuple[int, dict[str, Any]] | None],
         expected_bytes: int = 0,
         limit: int = 1 << 62,
+        body: FileBody | None = None,
     ) -> None:
         self._first = first
         self._rest = rest
+        self._body = body
         self._find_end = find_end
         self._limit = limit
         self._tmp = scratch_directory("pipes")
         lanes = max(lanes, 1)
-        count = lanes + max(lanes, -(-expected_bytes // QUOTA))
+        self._quota = pipe_quota(lanes)
+        count = lanes + max(lanes, -(-expected_bytes // self._quota))
         self.paths = [Path(self._tmp.name) / f"events-{i:05d}.json" for i in range(count)]
-        self._queues: list[queue.Queue[bytes | None]] = [queue.Queue(QUEUE_SEGMENTS) for _ in self.paths]
+        self._queues: list[queue.Queue[Segment | None]] = [queue.Queue(QUEUE_SEGMENTS) for _ in self.paths]
         self._cancel = threading.Event()
         self._threads: list[threading.Thread] = []
         self._error: BaseException | None = None
@@ -252,6 +307,8 @@ class EventPipes:
         buf = bytearray(self._first[1:])  # drop the array's `[`; every pipe writes its own
         self.json_bytes = len(self._first)
         self._first = b""
+        if self._body is not None and (tail := self._route_ranges(buf, self._body)) is not None:
+            self._rest, buf = tail, bytearray()
         searched = 0
         for chunk in self._rest:
             if self._cancel.is_set():
@@ -289,6 +346,34 @@ class EventPipes:
         if buf[:offset].strip():
             self._route(_copy(buf, 0, offset))
 
+    def _route_ranges(self, buf: bytearray, body: FileBody) -> Iterator[bytes] | None:
+        """Route `buf` up to its last boundary, then the file from there as ranges of about CHUNK bytes each ending
+        at a boundary, up to the last HOLD + 2 * CHUNK bytes; the chunks of the file from the last range's end, for
+        the rest of _split. None (nothing routed) when the file is too short or `buf` holds no boundary."""
+        size = body.path.stat().st_size
+        self._skip_gap(buf)
+        cut = last_boundary(buf, len(buf))
+        if size - body.offset < HOLD + 4 * CHUNK or cut is None:
+            return None
+        self._route(_copy(buf, 0, cut[0]))
+        start = body.offset - len(buf) + cut[1]  # the next event's `{` in the file
+        self._after_element = False
+        with open(body.path, "rb") as raw:
+            while size - start > HOLD + 2 * CHUNK and not self._cancel.is_set():
+                window = os.pread(raw.fileno(), WINDOW, start + CHUNK - WINDOW)
+                found = last_boundary(window, len(window))
+                if found is None:  # no boundary near: the chunks read from here find one
+                    break
+                close, after = (start + CHUNK - WINDOW + at for at in found)
+                self._route((start, close), close - start)
+                start = after
+                if body.progress:
+                    body.progress(f"reading {body.path.name}", start, size)
+        self.json_bytes += start - body.offset
+        if self.json_bytes > self._limit:
+            raise StreamFailed("more decompressed JSON than json_limit allows")
+        return _file_chunks(body.path, start, body.progress)
+
     def _drain(self, buf: bytearray) -> None:
         """No boundary in MAX_UNCUT bytes: route the whole elements at the front of `buf` and drop the whitespace
         after them (a long run of whitespace between events, or a large trailer)."""
@@ -311,9 +396,11 @@ class EventPipes:
             self._after_element = False
         del buf[:lead]
 
-    def _route(self, segment: bytes) -> None:
-        """Put `segment` on the next lane in turn whose pipe has room, so that DuckDB's threads share the work;
-        wait only when every lane is full (a pipe that is not being read never holds up the others)."""
+    def _route(self, segment: Segment, size: int = -1) -> None:
+        """Put `segment` (of `size` bytes; a bytes segment's own length by default) on the next lane in turn whose
+        pipe has room, so that DuckDB's threads share the work; wait only when every lane is full (a pipe that is
+        not being read never holds up the others)."""
+        size = len(segment) if size < 0 else size
         count = len(self._lanes)
         while not self._cancel.is_set():
             for step in range(count):
@@ -322,22 +409,22 @@ class EventPipes:
                     self._queues[self._lanes[lane]].put_nowait(segment)
                 except queue.Full:
                     continue
-                self._account(lane, len(segment))
+                self._account(lane, size)
                 return
             with contextlib.suppress(queue.Full):
                 self._queues[self._lanes[self._turn]].put(segment, timeout=0.05)
-                self._account(self._turn, len(segment))
+                self._account(self._turn, size)
                 return
 
     def _account(self, lane: int, size: int) -> None:
         """Count `size` bytes on `lane`; past QUOTA, end its pipe and move the lane to the next one."""
         self._turn = (lane + 1) % len(self._lanes)
         self._filled[lane] += size
-        if self._filled[lane] >= QUOTA and self._next < len(self.paths):
+        if self._filled[lane] >= self._quota and self._next < len(self.paths):
             self._put(self._queues[self._lanes[lane]], None, force=True)
             self._lanes[lane], self._next, self._filled[lane] = self._next, self._next + 1, 0
 
-    def _put(self, q: queue.Queue[bytes | None], item: bytes | None, force: bool = False) -> None:
+    def _put(self, q: queue.Queue[Segment | None], item: Segment | None, force: bool = False) -> None:
         while True:
             try:
                 q.put(item, timeout=0.05)
@@ -348,8 +435,8 @@ class EventPipes:
 
     # -- writers: one per pipe
 
-    def _write(self, path: Path, q: queue.Queue[bytes | None]) -> None:
-        fd, ended = -1, False
+    def _write(self, path: Path, q: queue.Queue[Segment | None]) -> None:
+        fd, source, ended = -1, -1, False
         try:
             fd = os.open(path, os.O_WRONLY)  # waits for the reader
             with contextlib.suppress(OSError):
@@ -363,7 +450,12 @@ class EventPipes:
                     continue
                 if not first:
                     _write_all(fd, b",")
-                _write_all(fd, segment)
+                if isinstance(segment, tuple):
+                    if source < 0 and self._body is not None:
+                        source = os.open(self._body.path, os.O_RDONLY)
+                    _move_range(source, fd, *segment)
+                else:
+                    _write_all(fd, segment)
                 first = False
             ended = True
             if not self._cancel.is_set():
@@ -374,8 +466,9 @@ class EventPipes:
             while not ended and q.get() is not None:  # drain so that the producer never waits on this pipe (when
                 pass  # the closing "]" failed, the end marker is already taken: waiting for another would hang)
         finally:
-            if fd >= 0:
-                os.close(fd)
+            for open_fd in (fd, source):
+                if open_fd >= 0:
+                    os.close(open_fd)
 
 
 @dataclass(frozen=True)
@@ -483,6 +576,34 @@ def _copy(buf: bytearray, start: int, end: int) -> bytes:
     """buf[start:end] as bytes, copied once (slicing a bytearray, then bytes() of it, copies twice)."""
     with memoryview(buf) as view:
         return bytes(view[start:end])
+
+
+def _file_chunks(path: Path, start: int, progress: Progress | None) -> Iterator[bytes]:
+    """The bytes of `path` from `start` on, CHUNK at a time."""
+    total = path.stat().st_size
+    with open(path, "rb") as raw:
+        raw.seek(start)
+        while chunk := raw.read(CHUNK):
+            if progress:
+                progress(f"reading {path.name}", raw.tell(), total)
+            yield chunk
+
+
+def _move_range(source: int, fd: int, start: int, end: int) -> None:
+    """Bytes [start, end) of the file open as `source` into the pipe `fd`: by splice(2), in the kernel, without
+    the GIL; by pread and write where splice is missing or refuses the file."""
+    while start < end:
+        moved = 0
+        if _SPLICE:
+            with contextlib.suppress(OSError):  # refused (the kernel, the file system): pread and write say why, if
+                moved = os.splice(source, fd, end - start, offset_src=start)  # anything is wrong
+        if not moved:
+            data = os.pread(source, min(CHUNK, end - start), start)
+            if not data:
+                raise OSError(errno.EIO, "the trace file was shortened while it was read")
+            _write_all(fd, data)
+            moved = len(data)
+        start += moved
 
 
 def _write_all(fd: int, data: bytes) -> None:

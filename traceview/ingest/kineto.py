@@ -276,20 +276,23 @@ def stage_events(con: duckdb.DuckDBPyConnection, trace_file: Path, options: Inge
 
 
 def _stage_streamed(con: duckdb.DuckDBPyConnection, trace_file: Path, options: IngestOptions) -> Staged:
-    chunks = jsonstream.decompressed_chunks(trace_file, options.progress)
+    chunks = jsonstream.CountedChunks(jsonstream.decompressed_chunks(trace_file, options.progress))
     header, first = read_header(trace_file, chunks)
+    plain = not jsonstream.is_gzip(trace_file)
+    lanes = _lanes(con)
     pipes = jsonstream.EventPipes(
         first,
         chunks,
-        _threads(con),
+        lanes,
         lambda rest, after_element: array_end(rest, header.bare_array, after_element),
         jsonstream.expected_size(trace_file),
         jsonstream.json_limit(trace_file, options.max_expansion),
+        jsonstream.FileBody(trace_file, chunks.read, options.progress) if plain else None,
     )
     with pipes as paths:
         try:
             source = _read_json(FAST_EVENT_COLUMNS, FAST_MAX_EVENT)
-            with _any_row_order(con):
+            with _reading_pipes(con, lanes):
                 _stage(con, source, [[str(p) for p in paths]], FAST_ARG_COLUMNS, FAST_EVENT_COLUMNS["ts"])
         except BaseException:
             pipes.cancel()
@@ -299,23 +302,36 @@ def _stage_streamed(con: duckdb.DuckDBPyConnection, trace_file: Path, options: I
 
 
 @contextlib.contextmanager
-def _any_row_order(con: duckdb.DuckDBPyConnection) -> Iterator[None]:
-    """Let DuckDB stage the pipes' rows in any order: a thread need not wait for the pipe before its own to be read
-    (realistic 1 GB, same CPU: 6.4-6.7 -> 5.9-6.5 s wall on a quiet machine, 11.2 -> 8.8 s with the other core
-    busy). Nothing reads _ev in its row order (every insert numbers rows by their columns; the pipes' rows came in
-    no fixed order anyway)."""
+def _reading_pipes(con: duckdb.DuckDBPyConnection, lanes: int) -> Iterator[None]:
+    """Settings for the read of the pipes, restored after it.
+
+    Rows in any order: a thread need not wait for the pipe before its own to be read (realistic 1 GB, same CPU:
+    6.4-6.7 -> 5.9-6.5 s wall on a quiet machine, 11.2 -> 8.8 s with the other core busy). Nothing reads _ev in its
+    row order (every insert numbers rows by their columns; the pipes' rows came in no fixed order anyway).
+    No more threads than lanes: each thread holds a 32 MiB buffer for the pipe it reads, fed or not, so that with
+    DuckDB's one thread per core the read ran out of the 1 GiB cap of a 1 GB trace at 16 threads (1GB: 2.09 GB peak
+    RSS, staged twice, the second time without the cap) and 64 threads (3.1 GB), where it fits at 16 or fewer.
+    """
+    threads = _threads(con)
     con.execute("SET preserve_insertion_order = false")
+    con.execute(f"SET threads = {min(threads, lanes)}")
     try:
         yield
     finally:
-        with contextlib.suppress(duckdb.Error):  # a failed read has aborted the transaction: the caller starts over
-            con.execute("RESET preserve_insertion_order")
+        for restore in ("RESET preserve_insertion_order", f"SET threads = {threads}"):
+            with contextlib.suppress(duckdb.Error):  # a failed read aborted the transaction: the caller starts over
+                con.execute(restore)
 
 
 def _threads(con: duckdb.DuckDBPyConnection) -> int:
-    """DuckDB's worker threads: the number of pipes worth feeding (one file per thread)."""
+    """DuckDB's worker threads."""
     row = first_row(con.execute("SELECT current_setting('threads')").fetchall())
-    return max(1, min(int(row[0]) if row else 1, 8))
+    return max(1, int(row[0]) if row else 1)
+
+
+def _lanes(con: duckdb.DuckDBPyConnection) -> int:
+    """Pipes fed at once: one per DuckDB thread (it parses one file per thread), at most MAX_LANES."""
+    return min(_threads(con), jsonstream.MAX_LANES)
 
 
 # ---------------------------------------------------------------------------------------------------------

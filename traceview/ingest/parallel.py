@@ -20,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import multiprocessing
-import os
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -28,7 +27,16 @@ from typing import TYPE_CHECKING
 import duckdb
 
 from .. import errors
-from ..db import checkpoint, create_schema, duckdb_connect, execute_with, ingest_access, machine_share, memory_budget
+from ..db import (
+    checkpoint,
+    create_schema,
+    duckdb_connect,
+    execute_with,
+    ingest_access,
+    machine_share,
+    memory_budget,
+    usable_cores,
+)
 from ..errors import BadInputError, TraceviewError
 from ..scratch import scratch_directory
 from . import IngestOptions, RetryCarefully, Source, jsonstream, kineto_batch
@@ -68,9 +76,11 @@ def load_files(con: duckdb.DuckDBPyConnection, source: Source, run_id: int, opti
     """Load `source.files` with up to options.jobs processes; merge them into run `run_id` of `con` in file order."""
     share = math.ceil(len(source.files) / options.jobs)
     parts = list(kineto_batch.batches(source.files, options, most=share))
-    budget = _budget(options, source)
-    jobs = worker_count(options.jobs, [_part_bytes(part) for part in parts], budget, os.cpu_count() or 1)
-    threads = max(1, (os.cpu_count() or 1) // jobs)  # DuckDB threads per worker: the cores, shared out
+    sizes = [_part_bytes(part) for part in parts]
+    budget = _budget(options, source, min(options.jobs, len(parts)) * (WORKER_BASE + max(sizes, default=0)))
+    cores = usable_cores()
+    jobs = worker_count(options.jobs, sizes, budget, cores)
+    threads = max(1, cores // jobs)  # DuckDB threads per worker: the cores, shared out
     worker_options = dataclasses.replace(
         options, progress=None, jobs=1, memory_limit=max(MIN_WORKER_CAP, budget // jobs - WORKER_BASE)
     )
@@ -109,13 +119,15 @@ def worker_count(requested: int, part_bytes: list[int], budget: int, cores: int)
     return max(1, min(requested, len(part_bytes), cores, budget // per_worker))
 
 
-def _budget(options: IngestOptions, source: Source) -> int:
-    """The memory the workers share: --memory-limit, else the automatic cap (db.memory_budget), else (none) DuckDB's
-    own default share of the machine's memory."""
+def _budget(options: IngestOptions, source: Source, wanted: int) -> int:
+    """The memory the workers share: --memory-limit, else the automatic cap (db.memory_budget) of the traces' size
+    or of what the workers want (`wanted`: each WORKER_BASE plus its largest part), whichever is more, else (none)
+    DuckDB's own default share of the machine's memory. Capped at the traces' size alone, 8 files of 250 MB got 3
+    workers on 16 cores."""
     if options.memory_limit:
         return options.memory_limit
     if options.memory_limit is None:
-        return memory_budget(source.data_bytes)
+        return memory_budget(max(source.data_bytes, wanted))
     return machine_share()
 
 
