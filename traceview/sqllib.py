@@ -41,7 +41,14 @@ _META_KEY = "sqllib_sha256"
 _CREATE = re.compile(r"^CREATE OR REPLACE (MACRO|VIEW) (\w+)", re.MULTILINE)
 _PARAM = re.compile(r"^(\w+)\s+(\w+)\s+(.+?):\s*(.*)$")
 _COLUMN = re.compile(r"^(\S+)\s+(\S+):\s*(.*)$")
-_SINGULAR = {"intervals": "interval", "layers": "layer", "steps": "step", "kernels": "kernel", "runs": "run"}
+_SINGULAR = {
+    "figures": "figure",
+    "intervals": "interval",
+    "layers": "layer",
+    "steps": "step",
+    "kernels": "kernel",
+    "runs": "run",
+}
 _CASTS = {
     "VARCHAR": str,
     "INTEGER": int,
