@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ..db import execute_with, has_rows
-from . import Method, SegmentOptions, SegmentResult, annotation, busy, family, graph, period, spec, steps
+from . import Method, SegmentOptions, SegmentResult, annotation, busy, family, graph, period, side_streams, spec, steps
 
 INDUCTOR_INDEX = r"^(triton_[a-z]+_fused_.*)_\d+$"
 COVERAGE_TO_TRUST = 0.5  # share of a step's kernels a method must place for auto to choose it
@@ -30,6 +30,7 @@ class _LayerOutcome:
     failed: int
     enclosing: int
     drafted: int = 0
+    apart: int = 0  # kernels on another stream that their inferred layer did not launch (side_streams)
 
 
 def segment_run(con: duckdb.DuckDBPyConnection, run_id: int, options: SegmentOptions | None = None) -> SegmentResult:
@@ -132,7 +133,7 @@ def _layers(con: duckdb.DuckDBPyConnection, run_id: int, options: SegmentOptions
         WHERE c.method = 'period' AND k.draft_pass IS NULL
         """
     )
-    return _LayerOutcome(failed, enclosing, drafted)
+    return _LayerOutcome(failed, enclosing, drafted, side_streams.set_apart(con))
 
 
 # The columns of `_seg_k` (alias k) that _seg_layer_of carries for _write.
@@ -372,6 +373,11 @@ def _result(
         notes.append(f"{options.layers} layers per forward pass expected ({options.layers_from})")
     if outcome.drafted:
         notes.append(_draft_note(con, run_id, outcome.drafted))
+    if outcome.apart:
+        notes.append(
+            f"{outcome.apart} kernel(s) on another stream overlapped a layer replayed from a CUDA graph but were "
+            "launched apart from it: in no layer (README: Kernels on other streams)"
+        )
     return SegmentResult(
         run_id=run_id,
         steps=found.steps,
