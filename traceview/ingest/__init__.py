@@ -11,9 +11,10 @@ import contextlib
 import dataclasses
 import os
 import re
+import stat
 import threading
 import unicodedata
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import cache
@@ -476,7 +477,22 @@ def _fingerprint(files: Sequence[Path], known: dict[Path, str]) -> str:
 def _trace_files(path: Path, backend: str) -> tuple[Path, ...]:
     if not path.is_dir() or backend == NSYS:
         return (path,)
-    return tuple(sorted(p for p in path.iterdir() if p.name.lower().endswith((".json", ".json.gz"))))
+    members = tuple(sorted(p for p in path.iterdir() if p.name.lower().endswith((".json", ".json.gz"))))
+    refuse_special_files(members, "give a directory of the trace files the profiler wrote (or the file itself)")
+    return members
+
+
+def refuse_special_files(files: Iterable[Path], remedy: str) -> None:
+    """A file of a directory input (a rank's trace, a Parquet table) that is not a regular file (a FIFO, a device,
+    a link to one) is refused before anything opens it: opening a FIFO with no writer waits for ever, and a device
+    reads without end. (A FIFO given as TRACE itself is a stream, read once.)"""
+    for file in files:
+        try:
+            regular = stat.S_ISREG(file.stat().st_mode)
+        except OSError as error:  # a dangling link, a loop of links
+            raise BadInputError(file, f"cannot be read ({error.strerror})", remedy) from error
+        if not regular:
+            raise BadInputError(file, "not a regular file (a FIFO, a device or a link to one)", remedy)
 
 
 def _size(path: Path) -> int:

@@ -32,7 +32,7 @@ import pyarrow as pa
 
 from ..db import execute_with
 from ..errors import BadInputError, ToolMissingError
-from . import IngestOptions, bounds
+from . import IngestOptions, bounds, refuse_special_files
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
@@ -123,6 +123,7 @@ def _parquet_export(con: duckdb.DuckDBPyConnection, path: Path, ratio: float | N
     file's rows first checked against its size (bounds.check_parquet)."""
     files = {f.stem: f for f in sorted(path.glob("*.parquet")) if re.fullmatch(r"\w+", f.stem)}
     _refuse_traceview_names(con, files)
+    refuse_special_files(files.values(), NOT_AN_EXPORT)
     for file in files.values():
         bounds.check_parquet(file, ratio)
     columns = {}
