@@ -229,19 +229,28 @@ COMMANDS = {
     "overlap": [DB],
     "diff": [DB, DB],
     "export": [DB, "-o", OUT],
+    "report": [DB, "-o", OUT],
+    "plot": [DB, "-o", OUT],
 }
-OPTIONS = {
-    "ingest": ["--steps", "--time-window", "--memory-limit", "--max-expansion", "--jobs", "--label", "--comm-pattern"],
-    "info": ["--format"],
-    "sql": ["--format"],
-    "layers": ["--run", "--format", "--layer-pattern"],
-    "segment": ["--layers", "--method", "--step-pattern"],
-    "queries": ["--format"],
-    "query": ["--param", "--format"],
-    "overlap": ["--run", "--format"],
-    "diff": ["--fail-if-slower", "--format"],
-    "export": ["--rank", "--run"],
-}
+
+
+def command_options(command: str) -> dict[str, bool]:
+    """`command`'s options (its long names), each with whether it is a flag (takes no value), read from the CLI
+    itself: a table written by hand offered `layers` a --layer-pattern it does not have."""
+    import typer.main
+
+    from traceview.cli import app
+
+    params = typer.main.get_command(app).commands[command].params  # type: ignore[attr-defined]
+    return {
+        name: bool(param.is_flag)
+        for param in params
+        if param.param_type_name == "option"
+        for name in param.opts
+        if name.startswith("--") and name != "--help"
+    }
+
+
 VALUES = ["", "0", "-1", "1", "2", "3-5,8", "0-99999999999", "1e400", "nan", "inf", "-inf", "100ms:250ms", "@1:@0"]
 VALUES += ["none", "auto", "0.5b", "4GB", "json", "csv", "table", "bogus", "k=v", "=", "(", "a|", ".*", "\\"]
 VALUES += [DB, TRACE, OUT, "/dev/null", "/", "-", "base", "layers.summary"]
@@ -256,6 +265,8 @@ def cli_case(rng: random.Random) -> Case:
     args = [rng.choice([*VALUES, *ARG_TEXTS]) if rng.random() < 0.2 else a for a in COMMANDS[command]]
     if args and rng.random() < 0.1:
         del args[rng.randrange(len(args))]
+    options = command_options(command)
     for _ in range(rng.choice([0, 1, 1, 2, 3])):
-        args += [rng.choice(OPTIONS[command]), rng.choice([*VALUES, *ARG_TEXTS])]
+        option = rng.choice(sorted(options))
+        args += [option] if options[option] else [option, rng.choice([*VALUES, *ARG_TEXTS])]
     return Case(b"", "", mutations=(command, *args), seed_file=str(DATABASE_SEED), kind="cli", argv=(command, *args))

@@ -25,4 +25,4 @@ def test_the_readme_test_command_is_what_ci_runs() -> None:
     assert match, "the README has no test command"
     ci = (README.parent / ".ci" / "run").read_text().splitlines()
     assert match.group(1) in ci
-    assert ".venv/bin/python -m pytest -q -m heavy" in ci
+    assert any(line.startswith(".venv/bin/python -m pytest -q -m heavy") for line in ci)

@@ -78,3 +78,12 @@ def test_a_database_with_times_no_ingest_writes_is_one_line(tmp_path: Path) -> N
     with duckdb.connect(str(db)) as con:
         con.execute("UPDATE steps SET end_ns = -9223372036854775808")
     assert_one_line_error(traceview("layers", db), db, "values no ingest writes", "Overflow")
+
+
+def test_the_fuzzer_offers_each_command_only_options_it_has() -> None:
+    """Its hand-written table offered `layers` a --layer-pattern it lacks (every such case a usage error): the
+    options are now read from the CLI, flags told apart from options that take a value."""
+    layers = fuzzing_formats.command_options("layers")
+    assert "--layer-pattern" not in layers and layers["--by-rank"] and not layers["--run"]
+    assert "--layer-pattern" in fuzzing_formats.command_options("segment")
+    assert {"report", "plot"} <= set(fuzzing_formats.COMMANDS)

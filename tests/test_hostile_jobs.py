@@ -58,7 +58,8 @@ def test_merging_parts_in_one_transaction_holds_no_descriptor_of_them(tmp_path: 
     for rank, part in enumerate(parts):
         result = FileResult(rank=rank, warnings=(), partial=False, clock_anchor_ns=None, profiler_version="")
         merge_part(con, part, 7, [(rank, part)], [result])
-    assert len(os.listdir("/proc/self/fd")) == before
+    # none more than before (fewer is no leak: a descriptor of an earlier test's may close meanwhile, as in CI)
+    assert len(os.listdir("/proc/self/fd")) <= before
     con.execute("COMMIT")
     assert con.execute("SELECT count(*) FROM ranks WHERE run_id = 7").fetchall() == [(40,)]
     con.close()

@@ -73,6 +73,7 @@ def test_like_hta_gives_htas_printed_figures(databases: dict[str, Path]) -> None
         assert {r: p for r, p in whole_trace(databases[folder]).items() if r in expected} == expected, folder
 
 
+@pytest.mark.heavy  # CI's heavy step makes .venv-hta first
 @pytest.mark.skipif(not HTA_PYTHON.exists(), reason=f"HTA 0.5 is not installed in {HTA_PYTHON.parent.parent}")
 def test_like_hta_equals_htas_own_output(databases: dict[str, Path]) -> None:
     folders = [str(HTA / folder) for folder in TRACE_DIRS]

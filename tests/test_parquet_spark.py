@@ -1,7 +1,8 @@
 """The README's Spark commands, run as written with a local pyspark on a two-rank export: per layer kernels, busy,
 comm and exposed comm, and the overlap per rank, equal what `traceview layers` and `traceview overlap` print.
 
-Skipped where pyspark (the optional extra `spark`) or a Java runtime is missing.
+Skipped where pyspark (the optional extra `spark`) or a Java runtime is missing; a heavy case (Spark starts in
+~30 s), run by CI's heavy step, which installs the extra.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ pyspark = pytest.importorskip("pyspark", reason="pyspark is not installed (pip i
 if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
     pytest.skip("Spark needs a Java runtime (java on PATH or JAVA_HOME)", allow_module_level=True)
 
+pytestmark = pytest.mark.heavy
 README = Path(__file__).parent.parent / "README.md"
 TWO_RANKS = SAMPLES / "tp" / "tp_overlap"
 

@@ -383,8 +383,8 @@ def layer_ranks(database: str | Path, run: str | None = None) -> tuple[list[dict
         sqllib.ensure_installed(con)
         result = con.execute(
             """SELECT rank, phase, layer, steps AS instances, kernels_median AS kernels,
-                      round(span_us_median, 3) AS span_us, round(busy_us_median, 3) AS busy_us,
-                      round(comm_us_median, 3) AS comm_us, round(exposed_comm_us_median, 3) AS exposed_comm_us
+                      span_us_median AS span_us, busy_us_median AS busy_us,
+                      comm_us_median AS comm_us, exposed_comm_us_median AS exposed_comm_us
                FROM layer_summary WHERE run_id = ? ORDER BY rank, phase, layer""",
             [ref.run_id],
         )

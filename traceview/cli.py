@@ -22,7 +22,7 @@ import typer
 from rich.console import Console
 
 from . import diff as diff_stage
-from . import interrupts, streams
+from . import guard, interrupts, streams
 from .choices import Kind
 from .diff_render import diff_document
 from .errors import MORE_MEMORY, TraceviewError, UsageError, memory_problem, os_problem
@@ -542,6 +542,8 @@ def _summary_row(summary: api.RunSummary) -> dict[str, object]:
 def main() -> None:
     """Entry point: run the app, turning library errors into one line and an exit code."""
     streams.standard_streams()
+    if guard.needed():  # under `ulimit -v`: the command runs in a child whose every end is worded (see guard)
+        sys.exit(guard.run())
     interrupts.install()
     # numpy's OpenBLAS starts a thread and reserves a buffer per core when it loads, which traceview never uses: under
     # an address-space limit (ulimit -v) those alone made it fail outside any error it could word.

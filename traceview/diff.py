@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 
 Row = dict[str, Any]
 METRICS = ("kernels", "span_us", "busy_us", "comm_us", "exposed_comm_us")
+TAIL = ("speedup", "instances_a", "instances_b")  # the last columns of a row of the layer or rank table
 
 
 @dataclass(frozen=True)
@@ -97,15 +98,16 @@ def compare(a: RunRef, b: RunRef) -> Diff:
             "run `traceview layers` on it to see why",
         )
     _note_layer_mismatch(a, b, layers_a, layers_b, notes)
-    by_rank = _rank_table(layers_a, layers_b)
-    layer_table = _layer_table(layers_a, layers_b, by_rank)
-    summary = _summary(a, b, phase, layers_a, layers_b)
+    by_rank = _side_by_side(_medians(a, phase, ("layer", "rank")), _medians(b, phase, ("layer", "rank")))
+    per_layer = _medians(a, phase, ("layer",)), _medians(b, phase, ("layer",))
+    layer_table = _layer_table(_side_by_side(*per_layer, (*METRICS, "span_spread_us")), by_rank)
+    summary = _summary(a, b, phase, (_medians(a, phase, ())[()], _medians(b, phase, ())[()]), layers_a, layers_b)
     _note_drafters(a, b, phase, summary, notes)
     times_a, times_b = _kernel_times(a, phase), _kernel_times(b, phase)
     shared = sorted(set(times_a) & set(times_b))
     alignments = {layer: _align_first(times_a[layer], times_b[layer]) for layer in shared}
     why = [why_stage.layer_why(layer, times_a[layer], times_b[layer], alignments[layer]) for layer in shared]
-    representative = _representative_layer(layers_a, layers_b)
+    representative = _representative_layer(*per_layer)
     summary["representative_layer"] = representative
     first_a, first_b = times_a.get(representative, [()])[0], times_b.get(representative, [()])[0]
     alignment = alignments.get(representative, [])
@@ -159,14 +161,42 @@ def _by_layer(rows: Sequence[Row]) -> dict[int, list[Row]]:
     return grouped
 
 
-def _median(rows: Sequence[Row], key: str) -> float | None:
-    values = [r[key] for r in rows if r.get(key) is not None]
-    return float(statistics.median(values)) if values else None
+def _medians(ref: RunRef, phase: str | None, keys: tuple[str, ...]) -> dict[tuple[Any, ...], Row]:
+    """layer_metrics' instances in the steady steps of `phase` (all steady steps when None), grouped by `keys` (()
+    for one group): their number, the median of each of METRICS and the spread of span, rounded by the SQL
+    library's own rules (query figures.precision), so that CSV, JSON and the terminal show the same digits."""
+    grouped = "".join(f"m.{key}, " for key in keys)
+    result = ref.con.execute(
+        f"""
+        SELECT {grouped}count(*) AS instances, _median_count(m.kernels) AS kernels, _median_us(m.span_us) AS span_us,
+               _median_us(m.busy_us) AS busy_us, _median_us(m.comm_us) AS comm_us,
+               _median_us(m.exposed_comm_us) AS exposed_comm_us, _spread_us(m.span_us) AS span_spread_us
+        FROM layer_metrics m JOIN steps s USING (run_id, rank, step)
+        WHERE m.run_id = $run AND NOT s.warmup AND ($phase IS NULL OR s.phase = $phase)
+        GROUP BY ALL
+        """,
+        {"run": ref.run_id, "phase": phase},
+    )
+    columns = [d[0] for d in result.description]
+    rows = [dict(zip(columns, r, strict=True)) for r in result.fetchall()]
+    return {tuple(row.pop(key) for key in keys): row for row in rows}
 
 
-def _spread(rows: Sequence[Row], key: str) -> float | None:
-    values = [r[key] for r in rows if r.get(key) is not None]
-    return float(max(values) - min(values)) if values else None
+def _side_by_side(
+    medians_a: dict[tuple[Any, ...], Row], medians_b: dict[tuple[Any, ...], Row], figures: Sequence[str] = METRICS
+) -> list[Row]:
+    """One row per group key (layer, or layer and rank) of either side: each of `figures` on A and on B, then TAIL:
+    the span ratio and the instances on each side."""
+    table = []
+    for key in sorted(set(medians_a) | set(medians_b)):
+        side_a, side_b = medians_a.get(key, {}), medians_b.get(key, {})
+        row: Row = dict(zip(("layer", "rank"), key, strict=False))
+        for figure in figures:
+            row[f"{figure}_a"], row[f"{figure}_b"] = side_a.get(figure), side_b.get(figure)
+        row["speedup"] = _ratio(row["span_us_a"], row["span_us_b"])
+        row["instances_a"], row["instances_b"] = side_a.get("instances", 0), side_b.get("instances", 0)
+        table.append(row)
+    return table
 
 
 def _note_drafters(a: RunRef, b: RunRef, phase: str | None, summary: Row, notes: list[str]) -> None:
@@ -186,7 +216,7 @@ def _note_drafters(a: RunRef, b: RunRef, phase: str | None, summary: Row, notes:
 
 def _drafter(ref: RunRef, phase: str | None) -> Row | None:
     row = ref.con.execute(
-        """SELECT median(draft_passes), median(draft_kernels), round(median(draft_busy_us), 3) FROM step_metrics
+        """SELECT _median_count(draft_passes), _median_count(draft_kernels), _median_us(draft_busy_us) FROM step_metrics
            WHERE run_id = ? AND NOT warmup AND draft_passes IS NOT NULL AND (? IS NULL OR phase = ?)""",
         [ref.run_id, phase, phase],
     ).fetchall()[0]
@@ -202,40 +232,15 @@ def _note_layer_mismatch(a: RunRef, b: RunRef, rows_a: list[Row], rows_b: list[R
         notes.append(f"layers found by {_join(methods[0])} in {a.label}, by {_join(methods[1])} in {b.label}")
 
 
-def _layer_table(rows_a: list[Row], rows_b: list[Row], by_rank: list[Row]) -> list[Row]:
-    """One row per layer index: medians (and spread of span, across instances and ranks) on each side, and the
-    span ratio."""
-    by_a, by_b = _by_layer(rows_a), _by_layer(rows_b)
+def _layer_table(per_layer: list[Row], by_rank: list[Row]) -> list[Row]:
+    """One row per layer index: medians (and spread of span, across instances and ranks) on each side, where the
+    ranks differ most, and the span ratio."""
     table = []
-    for layer in sorted(set(by_a) | set(by_b)):
-        side_a, side_b = by_a.get(layer, []), by_b.get(layer, [])
-        row: Row = {"layer": layer}
-        for metric in METRICS:
-            row[f"{metric}_a"] = _median(side_a, metric)
-            row[f"{metric}_b"] = _median(side_b, metric)
-        row["span_spread_us_a"] = _spread(side_a, "span_us")
-        row["span_spread_us_b"] = _spread(side_b, "span_us")
-        ranks = [r for r in by_rank if r["layer"] == layer]
-        row["rank_spread_a"], row["rank_spread_b"] = widest_rank_spread(ranks, "a"), widest_rank_spread(ranks, "b")
-        row["speedup"] = _ratio(row["span_us_a"], row["span_us_b"])
-        row["instances_a"], row["instances_b"] = len(side_a), len(side_b)
-        table.append(row)
-    return table
-
-
-def _rank_table(rows_a: list[Row], rows_b: list[Row]) -> list[Row]:
-    """One row per (layer, rank): medians across that rank's steps on each side, and the span ratio."""
-    keys = sorted({(r["layer"], r["rank"]) for r in rows_a} | {(r["layer"], r["rank"]) for r in rows_b})
-    table = []
-    for layer, rank in keys:
-        side_a = [r for r in rows_a if r["layer"] == layer and r["rank"] == rank]
-        side_b = [r for r in rows_b if r["layer"] == layer and r["rank"] == rank]
-        row: Row = {"layer": layer, "rank": rank}
-        for metric in METRICS:
-            row[f"{metric}_a"], row[f"{metric}_b"] = _median(side_a, metric), _median(side_b, metric)
-        row["speedup"] = _ratio(row["span_us_a"], row["span_us_b"])
-        row["instances_a"], row["instances_b"] = len(side_a), len(side_b)
-        table.append(row)
+    for row in per_layer:
+        ranks = [r for r in by_rank if r["layer"] == row["layer"]]
+        figures = {k: v for k, v in row.items() if k not in TAIL}
+        widest = {"rank_spread_a": widest_rank_spread(ranks, "a"), "rank_spread_b": widest_rank_spread(ranks, "b")}
+        table.append({**figures, **widest, **{k: row[k] for k in TAIL}})
     return table
 
 
@@ -259,18 +264,19 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return round(a / b, 3) if a and b else None
 
 
-def _summary(a: RunRef, b: RunRef, phase: str | None, rows_a: list[Row], rows_b: list[Row]) -> Row:
-    kernels = [_median(rows_a, "kernels"), _median(rows_b, "kernels")]
-    span = [_median(rows_a, "span_us"), _median(rows_b, "span_us")]
-    busy = [_median(rows_a, "busy_us"), _median(rows_b, "busy_us")]
-    exposed = [_median(rows_a, "exposed_comm_us"), _median(rows_b, "exposed_comm_us")]
+def _summary(
+    a: RunRef, b: RunRef, phase: str | None, medians: tuple[Row, Row], rows_a: list[Row], rows_b: list[Row]
+) -> Row:
+    kernels, span, busy, exposed = (
+        [side[m] for side in medians] for m in ("kernels", "span_us", "busy_us", "exposed_comm_us")
+    )
     return {
         "a": a.label,
         "b": b.label,
         "phase": phase or "all",
         "layers_per_step": [len(_by_layer(rows_a)), len(_by_layer(rows_b))],
         "kernels_per_layer": kernels,
-        "us_per_layer": [round(v, 3) if v is not None else None for v in span],
+        "us_per_layer": span,
         "busy_us_per_layer": busy,
         "exposed_comm_us_per_layer": exposed,
         "speedup": _ratio(span[0], span[1]),
@@ -304,13 +310,12 @@ def _num(value: float | None) -> str:
     return f"{value:.0f}" if value >= 10 or value == int(value) else f"{value:.1f}"
 
 
-def _representative_layer(rows_a: list[Row], rows_b: list[Row]) -> int:
-    """The layer index present on both sides whose kernel count is the most common one in A."""
-    by_a, by_b = _by_layer(rows_a), _by_layer(rows_b)
-    shared = sorted(set(by_a) & set(by_b)) or sorted(by_a)
-    counts = {layer: _median(by_a.get(layer, by_b.get(layer, [])), "kernels") for layer in shared}
+def _representative_layer(layers_a: dict[tuple[Any, ...], Row], layers_b: dict[tuple[Any, ...], Row]) -> int:
+    """The layer index present on both sides whose kernel count (median) is the most common one in A."""
+    shared = sorted(set(layers_a) & set(layers_b)) or sorted(layers_a)
+    counts = {key: layers_a.get(key, layers_b.get(key, {})).get("kernels") for key in shared}
     modal = statistics.mode(counts.values())
-    typical = [layer for layer in shared if counts[layer] == modal]
+    typical = [key[0] for key in shared if counts[key] == modal]
     return typical[len(typical) // 2]
 
 

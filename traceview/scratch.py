@@ -22,7 +22,7 @@ import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
-from . import interrupts
+from . import guard, interrupts
 from .errors import OutputError, os_problem
 
 PREFIX = "traceview-"
@@ -44,6 +44,7 @@ class Owned:
             os.close(handle)
         self.path = Path(lock.removesuffix(LOCK))
         self._handle = handle
+        guard.note(self.path)
 
     def release(self, remove: Callable[[Path], None]) -> None:
         """Remove what was made at `path` (with `remove`), then the lock file; the lock goes last."""
@@ -139,6 +140,7 @@ def replacing(path: str | Path) -> Iterator[Path]:
         handle, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
         os.close(handle)
         tmp = Path(name)
+        guard.note(tmp)
         try:
             yield tmp
             tmp.chmod(0o666 & ~_umask())

@@ -41,7 +41,15 @@ _META_KEY = "sqllib_sha256"
 _CREATE = re.compile(r"^CREATE OR REPLACE (MACRO|VIEW) (\w+)", re.MULTILINE)
 _PARAM = re.compile(r"^(\w+)\s+(\w+)\s+(.+?):\s*(.*)$")
 _COLUMN = re.compile(r"^(\S+)\s+(\S+):\s*(.*)$")
-_SINGULAR = {"intervals": "interval", "layers": "layer", "steps": "step", "kernels": "kernel", "runs": "run"}
+_SINGULAR = {
+    "figures": "figure",
+    "intervals": "interval",
+    "layers": "layer",
+    "steps": "step",
+    "kernels": "kernel",
+    "runs": "run",
+}
+BIGINT_MAX = 2**63 - 1
 _CASTS = {
     "VARCHAR": str,
     "INTEGER": int,
@@ -203,13 +211,21 @@ def _convert(info: QueryInfo, param: Param, value: Any, where: str | None) -> An
         return None
     cast = _CASTS.get(param.type.upper(), str)
     try:
-        return cast(value)
+        converted = cast(value)
     except ValueError as error:
         raise UsageError(
             where,
             f"{info.name}: {param.name}={value!r} is not a valid {param.type}",
             f"give a value of type {param.type}",
         ) from error
+    if cast is not str and not 0 <= converted <= BIGINT_MAX:  # also NaN: every comparison with it is false
+        raise UsageError(
+            where,
+            f"{info.name}: {param.name}={value!r} is out of range (every number the library takes is a count, a step "
+            "or a time: finite and not negative)",
+            f"give a {param.type} from 0 to {BIGINT_MAX:,}",
+        )
+    return converted
 
 
 def _comment(con: duckdb.DuckDBPyConnection, info: QueryInfo) -> None:

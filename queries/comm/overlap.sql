@@ -125,7 +125,7 @@ SELECT
     t.compute_ns / 1e3 AS compute_us,
     t.overlap_ns / 1e3 AS overlap_us,
     (t.comm_ns - t.overlap_ns) / 1e3 AS exposed_comm_us,
-    100.0 * t.overlap_ns / nullif(t.comm_ns, 0) AS overlap_pct
+    _pct(t.overlap_ns, t.comm_ns) AS overlap_pct
 FROM _times AS t
 JOIN runs AS r USING (run_id)
 CROSS JOIN _choice AS c

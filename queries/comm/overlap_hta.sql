@@ -72,7 +72,7 @@ SELECT
     b.compute_ns / 1e3 AS compute_us,
     b.overlap_ns / 1e3 AS overlap_us,
     (b.comm_ns - b.overlap_ns) / 1e3 AS exposed_comm_us,
-    100.0 * b.overlap_ns / nullif(b.comm_ns, 0) AS overlap_pct
+    _pct(b.overlap_ns, b.comm_ns) AS overlap_pct
 FROM comm_breakdown(_work) AS b
 JOIN _runs AS r USING (run_id)
 ORDER BY b.run_id, b.rank;

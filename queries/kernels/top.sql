@@ -48,8 +48,8 @@ SELECT
     ranks,
     calls,
     duration_ns / 1e3 AS total_us,
-    duration_ns / calls / 1e3 AS mean_us,
-    100.0 * duration_ns / nullif(run_ns, 0) AS share_pct
+    _us(duration_ns / calls) AS mean_us,
+    _pct(duration_ns, run_ns) AS share_pct
 FROM _ranked
 WHERE position <= n
 ORDER BY run_id, position;

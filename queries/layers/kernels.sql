@@ -51,8 +51,8 @@ SELECT
     n.calls,
     n.calls / l.steps AS calls_per_step,
     n.duration_ns / 1e3 AS total_us,
-    n.duration_ns / n.calls / 1e3 AS mean_us,
-    100.0 * n.duration_ns / nullif(t.duration_ns, 0) AS share_pct
+    _us(n.duration_ns / n.calls) AS mean_us,
+    _pct(n.duration_ns, t.duration_ns) AS share_pct
 FROM _by_name AS n
 JOIN _layers AS l USING (run_id, rank, layer)
 JOIN _layer_time AS t USING (run_id, rank, layer)

@@ -32,10 +32,10 @@ SELECT
     layer,
     count(delay_ns) AS kernels,
     count(*) - count(delay_ns) AS unlinked,
-    median(delay_ns) / 1e3 AS delay_us_median,
-    quantile_cont(delay_ns, 0.9) / 1e3 AS delay_us_p90,
+    _us(median(delay_ns)) AS delay_us_median,
+    _us(quantile_cont(delay_ns, 0.9)) AS delay_us_p90,
     max(delay_ns) / 1e3 AS delay_us_max,
-    avg(delay_ns) / 1e3 AS delay_us_mean
+    _us(avg(delay_ns)) AS delay_us_mean
 FROM _kernels
 GROUP BY run_id, rank, layer
 ORDER BY run_id, rank, layer;

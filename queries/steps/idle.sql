@@ -50,7 +50,7 @@ SELECT
     e.span_ns / 1e3 AS span_us,
     (e.span_ns - coalesce(g.idle_ns, 0)) / 1e3 AS busy_us,
     coalesce(g.idle_ns, 0) / 1e3 AS idle_us,
-    100.0 * coalesce(g.idle_ns, 0) / nullif(e.span_ns, 0) AS idle_pct,
+    _pct(coalesce(g.idle_ns, 0), e.span_ns) AS idle_pct,
     coalesce(g.gaps, 0) AS gaps,
     coalesce(g.gaps_ns, 0) / 1e3 AS gaps_us,
     coalesce(g.longest_ns, 0) / 1e3 AS longest_gap_us

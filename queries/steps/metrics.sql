@@ -47,7 +47,7 @@ SELECT
     coalesce(t.compute_ns, 0) / 1e3 AS compute_us,
     coalesce(t.overlap_ns, 0) / 1e3 AS overlap_us,
     coalesce(t.comm_ns - t.overlap_ns, 0) / 1e3 AS exposed_comm_us,
-    100.0 * t.overlap_ns / nullif(t.comm_ns, 0) AS overlap_pct,
+    _pct(t.overlap_ns, t.comm_ns) AS overlap_pct,
     coalesce(t.fused_comm_ns, 0) / 1e3 AS fused_comm_us,
     s.draft_passes,
     coalesce(d.kernels, 0) AS draft_kernels,

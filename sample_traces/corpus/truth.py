@@ -291,7 +291,9 @@ def qwen3_norm_truth(path: Path, layers: int = 36) -> list[dict]:
     `add_rmsnorm_quant_kernel` with 256 threads, the q/k norms use 64), the model one more (the final norm). Layer
     i therefore starts at the (2i)-th hidden-size norm of the forward pass and the last layer ends where the final
     norm (the (2L)-th) starts. The forward pass is the replay: the kernels of the one cudaGraphLaunch, and the
-    argmax after it; the kernels before the replay (one ran half a second earlier) prepare the batch."""
+    argmax after it; the kernels before the replay (one ran half a second earlier) prepare the batch. A kernel that
+    another launch call started during the replay (a `neg_kernel` on a second stream, beside layer 5) is in no
+    layer: it belongs to the layer that launched it, and no layer did (README: Kernels on other streams)."""
     kernels, layer_of, first = _qwen3_norm_labels(path, layers)
     return per_step(
         [Kernel(e["name"], e["ts"], 0 if i >= first else None, layer_of.get(i)) for i, e in enumerate(kernels)]
@@ -318,7 +320,8 @@ def _qwen3_norm_labels(path: Path, layers: int) -> tuple[list[dict], dict[int, i
     layer_of: dict[int, int] = {}
     for layer in range(layers):
         for i in range(norms[2 * layer], norms[2 * layer + 2]):
-            layer_of[i] = layer
+            if kernels[i]["args"]["correlation"] == replay:  # a kernel launched apart from the replay is no layer's
+                layer_of[i] = layer
     return kernels, layer_of, first
 
 

@@ -11,9 +11,10 @@ import contextlib
 import dataclasses
 import os
 import re
+import stat
 import threading
 import unicodedata
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import cache
@@ -476,7 +477,25 @@ def _fingerprint(files: Sequence[Path], known: dict[Path, str]) -> str:
 def _trace_files(path: Path, backend: str) -> tuple[Path, ...]:
     if not path.is_dir() or backend == NSYS:
         return (path,)
-    return tuple(sorted(p for p in path.iterdir() if p.name.lower().endswith((".json", ".json.gz"))))
+    members = tuple(sorted(p for p in path.iterdir() if p.name.lower().endswith((".json", ".json.gz"))))
+    remedy = "give a directory of the trace files the profiler wrote (or the file itself)"
+    refuse_special_files(members, remedy, streams=True)  # a rank's FIFO is a stream, read once like TRACE itself
+    return members
+
+
+def refuse_special_files(files: Iterable[Path], remedy: str, streams: bool = False) -> None:
+    """A file of a directory input (a rank's trace, a Parquet table) that is neither a regular file nor, where
+    `streams`, a FIFO (a device, a socket, a link to one) is refused before anything opens it: a device reads
+    without end (a rank linked to /dev/zero), and opening a Parquet table that is a FIFO waits for a writer for ever
+    (Parquet is read by seeking: a FIFO is never one)."""
+    for file in files:
+        try:
+            mode = file.stat().st_mode
+        except OSError as error:  # a dangling link, a loop of links
+            raise BadInputError(file, f"cannot be read ({error.strerror})", remedy) from error
+        if not (stat.S_ISREG(mode) or (streams and stat.S_ISFIFO(mode))):
+            what = "a device or a socket" if streams else "a FIFO, a device or a link to one"
+            raise BadInputError(file, f"not a regular file ({what})", remedy)
 
 
 def _size(path: Path) -> int:

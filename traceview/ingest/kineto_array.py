@@ -7,6 +7,7 @@ the array closes is an error, or with --salvage keeps every complete event befor
 
 from __future__ import annotations
 
+import codecs
 import json
 import re
 from collections.abc import Iterator
@@ -102,6 +103,14 @@ def read_header(trace_file: Path, chunks: Iterator[bytes]) -> tuple[Header, byte
     return header, buffer[start:]
 
 
+# Byte-order marks that a JSON file written by a Windows tool may start with: what they mean and what to do.
+TEXT_MARKS = {
+    codecs.BOM_UTF8: ("UTF-8 with a byte-order mark", "remove the mark (sed -i '1s/^\\xEF\\xBB\\xBF//' FILE)"),
+    codecs.BOM_UTF16_LE: ("UTF-16", "convert it to UTF-8 (iconv -f UTF-16 -t UTF-8 FILE > OUT.json)"),
+    codecs.BOM_UTF16_BE: ("UTF-16", "convert it to UTF-8 (iconv -f UTF-16 -t UTF-8 FILE > OUT.json)"),
+}
+
+
 def _find_array_start(buffer: bytes, trace_file: Path, at_end: bool = False) -> tuple[Header, int] | None:
     stripped = buffer.lstrip()
     if not stripped:
@@ -110,6 +119,9 @@ def _find_array_start(buffer: bytes, trace_file: Path, at_end: bool = False) -> 
     if first == b"[":
         return Header({}, 0, True), len(buffer) - len(stripped)
     if first != b"{":
+        for mark, (encoding, remedy) in TEXT_MARKS.items():
+            if stripped.startswith(mark):
+                raise BadInputError(trace_file, f"JSON in {encoding}, which traceview does not read", remedy)
         raise BadInputError(
             trace_file,
             "not JSON (the file does not start with { or [)",

@@ -32,7 +32,7 @@ import pyarrow as pa
 
 from ..db import execute_with
 from ..errors import BadInputError, ToolMissingError
-from . import IngestOptions, bounds
+from . import IngestOptions, bounds, refuse_special_files
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
 REPORT_SUFFIXES = (".nsys-rep", ".qdrep")
@@ -43,6 +43,9 @@ GRAPH_TRACE = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"  # --cuda-graph-trace=graph: one
 EXPORT_META = ("META_DATA_EXPORT", "EXPORT_META_DATA")
 # Tables whose presence marks a file as an nsys export; any of them may be absent from a lazy export.
 NSYS_TABLES = (*EXPORT_META, KERNEL, MEMCPY, MEMSET, RUNTIME, NVTX, "StringIds", "TARGET_INFO_SESSION_START_TIME")
+# The tables ingest reads, whose cost counts against an SQLite export's size (bounds.check_sqlite).
+COSTED_TABLES = (KERNEL, MEMCPY, MEMSET, RUNTIME, DRIVER, NVTX, "StringIds", "ThreadNames", "PROCESSES", GRAPH_TRACE)
+COSTED_TABLES += ("CUDA_GRAPH_NODE_EVENTS", "CUDA_GRAPH_EVENTS")
 VERSION = re.compile(r"(20\d\d)\.(\d+)\.(\d+)(?:\.(\d+))?")
 REPORT_VERSION = re.compile(rb"(?<![\d.])(20\d\d\.\d+\.\d+\.\d+)(?![\d.])")
 REPORT_SCAN_BYTES = 1 << 20
@@ -98,7 +101,7 @@ def open_export(con: duckdb.DuckDBPyConnection, path: Path, tmp: Path, options: 
     else:
         _check_not_truncated(path, head)
         _check_no_wal(path)
-        bounds.check_sqlite(path, options.max_expansion)
+        bounds.check_sqlite(path, options.max_expansion, COSTED_TABLES)
     try:  # immutable: SQLite writes nothing beside the file (no -shm or -wal of a WAL-mode export), takes no lock
         conn = sqlite_dbapi.connect(f"{sqlite_path.absolute().as_uri()}?mode=ro&immutable=1")
     except adbc_driver_manager.Error as error:
@@ -120,6 +123,7 @@ def _parquet_export(con: duckdb.DuckDBPyConnection, path: Path, ratio: float | N
     file's rows first checked against its size (bounds.check_parquet)."""
     files = {f.stem: f for f in sorted(path.glob("*.parquet")) if re.fullmatch(r"\w+", f.stem)}
     _refuse_traceview_names(con, files)
+    refuse_special_files(files.values(), NOT_AN_EXPORT)
     for file in files.values():
         bounds.check_parquet(file, ratio)
     columns = {}

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from ..db import execute_with, has_rows
-from . import Method, SegmentOptions, SegmentResult, annotation, busy, family, graph, period, spec, steps
+from . import Method, SegmentOptions, SegmentResult, annotation, busy, family, graph, period, side_streams, spec, steps
 
 INDUCTOR_INDEX = r"^(triton_[a-z]+_fused_.*)_\d+$"
 COVERAGE_TO_TRUST = 0.5  # share of a step's kernels a method must place for auto to choose it
@@ -30,6 +30,7 @@ class _LayerOutcome:
     failed: int
     enclosing: int
     drafted: int = 0
+    apart: int = 0  # kernels on another stream that their inferred layer did not launch (side_streams)
 
 
 def segment_run(con: duckdb.DuckDBPyConnection, run_id: int, options: SegmentOptions | None = None) -> SegmentResult:
@@ -132,7 +133,7 @@ def _layers(con: duckdb.DuckDBPyConnection, run_id: int, options: SegmentOptions
         WHERE c.method = 'period' AND k.draft_pass IS NULL
         """
     )
-    return _LayerOutcome(failed, enclosing, drafted)
+    return _LayerOutcome(failed, enclosing, drafted, side_streams.set_apart(con))
 
 
 # The columns of `_seg_k` (alias k) that _seg_layer_of carries for _write.
@@ -357,7 +358,7 @@ def _result(
         """,
         {"run": run_id},
     ).fetchall()[0]
-    notes = [f"{found.steps} steps found by {', '.join(found.methods)}" if found.steps else _why_no_steps(con)]
+    notes = [_steps_note(con, run_id, found)]
     if "passes" in found.methods and outcome.drafted:
         notes.append("no step annotation: each step is one verify pass of the target and the drafter's passes by it")
     elif "passes" in found.methods:
@@ -372,6 +373,11 @@ def _result(
         notes.append(f"{options.layers} layers per forward pass expected ({options.layers_from})")
     if outcome.drafted:
         notes.append(_draft_note(con, run_id, outcome.drafted))
+    if outcome.apart:
+        notes.append(
+            f"{outcome.apart} kernel(s) on another stream overlapped a layer replayed from a CUDA graph but were "
+            "launched apart from it: in no layer (README: Kernels on other streams)"
+        )
     return SegmentResult(
         run_id=run_id,
         steps=found.steps,
@@ -394,6 +400,27 @@ def _draft_note(con: duckdb.DuckDBPyConnection, run_id: int, drafted: int) -> st
     return (
         f"speculative decoding: {drafted} steps hold a drafter's forward passes before or after the target's "
         f"verify, {spread} per step; the layers are the target's, the drafter's kernels are role 'draft'"
+    )
+
+
+def _steps_note(con: duckdb.DuckDBPyConnection, run_id: int, found: steps.StepOutcome) -> str:
+    """`N steps found by annotation (ProfilerStep#N)`. A step range found by its name is an annotation whichever
+    rule matched it (ProfilerStep#N; a step-like name such as nsys's decode_step_N; --step-pattern), shown by its
+    name's shape, so that the same kind of range reads alike from every profiler; and when no name says decode or
+    prefill, that the phase is unknown for that reason (the nsys sample says decode_step_N, its Kineto twin only
+    ProfilerStep#N)."""
+    if not found.steps:
+        return _why_no_steps(con)
+    named = con.execute(
+        r"""SELECT method, regexp_replace(min(name), '\d+', 'N', 'g'), bool_and(phase = 'unknown') FROM steps
+            WHERE run_id = ? AND method IN ('annotation', 'pattern') GROUP BY method""",
+        [run_id],
+    ).fetchall()
+    shapes = {method: f"annotation ({shape})" for method, shape, _ in named}
+    how = ", ".join(dict.fromkeys(shapes.get(method, method) for method in found.methods))
+    unknown = named and all(row[2] for row in named)
+    return f"{found.steps} steps found by {how}" + (
+        "; phase unknown: their names say neither decode nor prefill" if unknown else ""
     )
 
 
@@ -453,13 +480,34 @@ def _doubts(con: duckdb.DuckDBPyConnection, run_id: int, outcome: _LayerOutcome)
     if low:
         doubts.append(f"{low} inferred layer instance(s) match the repeating unit poorly (< {LOW_CONFIDENCE})")
     if outside_steps:
-        doubts.append(f"{outside_steps} kernel(s) outside every step (before the first or after the last)")
+        doubts.append(_outside_steps(con, run_id, outside_steps))
     if late:
         doubts.append(
             f"{late} GPU activities started more than {steps.MAX_LAUNCH_DELAY_NS // 10**9} s after their launch call "
             "(a clock jump or damaged times?): left out of every step and layer"
         )
     return doubts + _structure_doubts(con)
+
+
+def _outside_steps(con: duckdb.DuckDBPyConnection, run_id: int, count: int) -> str:
+    """`N kernel(s) outside every step (B before the first, M between steps, A after the last)`, against the steps
+    of each kernel's rank: kernels between steps (inside a step range that was not taken as a step, such as an
+    outer ProfilerStep around the steps of a second profiler) are not said to lie before or after them all."""
+    before, between, after = con.execute(
+        """
+        SELECT count(*) FILTER (g.start_ns < b.first_ns), count(*) FILTER (g.start_ns BETWEEN b.first_ns AND b.last_ns),
+               count(*) FILTER (g.start_ns > b.last_ns)
+        FROM gpu_activity g
+        JOIN (SELECT rank, min(start_ns) AS first_ns, max(end_ns) AS last_ns FROM steps
+              WHERE run_id = $run GROUP BY rank) b USING (rank)
+        WHERE g.run_id = $run AND g.kind = 'kernel' AND g.step IS NULL
+        """,
+        {"run": run_id},
+    ).fetchall()[0]
+    between_steps = "between steps, in a step range that overlaps an earlier one (not taken as a step)"
+    places = (before, "before the first"), (between, between_steps), (after, "after the last")
+    places += ((count - before - between - after, "on a rank without steps"),)
+    return f"{count} kernel(s) outside every step ({', '.join(f'{n} {where}' for n, where in places if n)})"
 
 
 def _structure_doubts(con: duckdb.DuckDBPyConnection) -> list[str]:

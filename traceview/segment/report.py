@@ -77,14 +77,14 @@ def _rows(con: duckdb.DuckDBPyConnection, sql: str, run_id: int) -> list[Row]:
     return [dict(zip(columns, row, strict=True)) for row in result.fetchall()]
 
 
-# One row per layer index: medians across the steady steps of every rank.
+# One row per layer index: medians across the steady steps of every rank, rounded as query figures.precision says.
 _PER_LAYER = """
     WITH steady AS (
         SELECT m.* FROM layer_metrics m JOIN step_steady s USING (run_id, rank, step) WHERE m.run_id = $run
     )
     SELECT layer, arg_min(name, length(name)) AS name, count(*) AS instances,
-           median(kernels) AS kernels, round(median(span_us), 3) AS span_us, round(median(busy_us), 3) AS busy_us,
-           round(median(comm_us), 3) AS comm_us, round(median(exposed_comm_us), 3) AS exposed_comm_us,
+           _median_count(kernels) AS kernels, _median_us(span_us) AS span_us, _median_us(busy_us) AS busy_us,
+           _median_us(comm_us) AS comm_us, _median_us(exposed_comm_us) AS exposed_comm_us,
            string_agg(DISTINCT method, ', ' ORDER BY method) AS method, round(median(confidence), 3) AS confidence
     FROM steady GROUP BY layer ORDER BY layer
 """
