@@ -13,15 +13,16 @@ For one sequence (a step, or a whole trace):
    piece that holds the glue between two forward passes (the epilogue: final norm, LM head, sampling; the next
    prologue: embedding; then the next pass's first token mixer, which has no residual add before it). Such a
    piece holds the kernels that only the glue runs: those of the sequence's own prologue (before the first mark)
-   and epilogue (after the last), less the kernels of the common halves.
+   and epilogue (after the last) that pieces of no more than two contents run (`_glue_pieces`).
 2. *Passes*: the marks between two glue pieces. A pass of L layers has 2L marks: the opening of each channel
    mixer, of each layer after the first, and of the final norm.
 3. *Layers*: from every second mark; the first layer starts where its token mixer does, inside the glue before
    the pass: the glue ends with a copy of one of the pass's token-mixing halves.
-The result is taken only when it is unambiguous: halves that never repeat back to back (identical neighbouring
-pieces are whole layers: post-norm or parallel blocks, left to `period.py`), an even number of marks in every
-pass, each pass's first token mixer found as an exact copy, and no piece that is a token-mixing half in one place
-and a channel-mixing half in another.
+When neighbouring pieces are identical, each piece is a whole layer (post-norm or parallel blocks: one mark per
+layer after the first); the last mark opens the final norm or the last layer, and whole layers are alike in length.
+The result is taken only when it is unambiguous: an even number of marks in every pass of halves, each pass's first
+layer found as an exact copy, no piece that is a token-mixing half in one place and a channel-mixing half in
+another, and at least as many layers as the spans it started from, explaining nearly as many kernels.
 """
 
 from __future__ import annotations
@@ -150,12 +151,13 @@ def marks_of(codes: np.ndarray, context: tuple[int, int, int]) -> np.ndarray:
 
 
 def _glue_pieces(codes: np.ndarray, marks: list[int], contents: list[bytes]) -> list[int]:
-    """Indexes of the pieces that hold the glue between two forward passes: at least GLUE_SHARE of the kernels
-    of the sequence's own prologue and epilogue that are not ordinary, that is, run by pieces of two different
-    contents or more (the glue between passes is one content, or two when the first pass's prologue differs)."""
+    """Indexes of the pieces that hold the glue between two forward passes: at least GLUE_SHARE of the kernels of
+    the sequence's own prologue (before its first mark, less the first layer's half) and epilogue (after its last
+    mark) that are not a layer's. A layer's kernels are run by pieces of more than GLUE_CONTENTS contents; the glue
+    between passes is one content, or two when the first pass's prologue differs."""
     seen = Counter(code for content in set(contents) for code in set(np.frombuffer(content, dtype=np.int64).tolist()))
     ordinary = {code for code, count in seen.items() if count > GLUE_CONTENTS}
-    prologue = _without_last_half(codes[: marks[0]], contents)
+    prologue = codes[: _ends_with_copy(codes, (0, marks[0]), set(contents)) or marks[0]]  # less the first layer's
     own = Counter(code for code in [*prologue.tolist(), *codes[marks[-1] :].tolist()] if code not in ordinary)
     if not own:
         return []
@@ -169,16 +171,6 @@ def _glue_pieces(codes: np.ndarray, marks: list[int], contents: list[bytes]) -> 
         pairs // len(kinds), weights=np.minimum(counts, limit[pairs % len(kinds)]), minlength=len(marks) - 1
     )
     return [int(i) for i in np.flatnonzero(shared >= GLUE_SHARE * limit.sum())]
-
-
-def _without_last_half(head: np.ndarray, contents: list[bytes]) -> np.ndarray:
-    """The sequence's prologue: what precedes its first mark, less the first layer's token mixer (the longest
-    piece content it ends with)."""
-    for content in sorted(set(contents), key=len, reverse=True):
-        length = len(content) // head.itemsize
-        if length <= len(head) and head[len(head) - length :].tobytes() == content:
-            return head[: len(head) - length]
-    return head
 
 
 def _ends_with_copy(codes: np.ndarray, before: tuple[int, int], copies: set[bytes]) -> int | None:

@@ -121,13 +121,12 @@ def by_mixers(codes: np.ndarray, fit: PeriodFit) -> PeriodFit:
     """The layers of every forward pass in `codes` from where their mixers open (segment/mixers.py), when that
     gives an unambiguous answer; else the fit. A layer's confidence is the share of its kernels that other layers
     also run."""
-    passes = mixers.forward_passes(codes, _bounds(fit.layers))
-    if passes is None:
+    found = _bounds(fit.layers)
+    passes = mixers.forward_passes(codes, found)
+    spans = [span for layers in passes or [] for span in layers]
+    if not spans or spans == found:
         return fit
-    spans = [span for layers in passes for span in layers]
-    if spans == _bounds(fit.layers):
-        return fit
-    layers = tuple(LayerSpan(a, b, _shared_share(codes, spans, i)) for i, (a, b) in enumerate(spans))
+    layers = tuple(LayerSpan(a, b, share) for (a, b), share in zip(spans, _shared_shares(codes, spans), strict=True))
     covered = sum(b - a for a, b in spans)
     median = int(np.median([b - a for a, b in spans]))
     confidence = float(np.mean([s.confidence for s in layers]))
@@ -138,11 +137,14 @@ def _bounds(spans: Sequence[LayerSpan]) -> list[tuple[int, int]]:
     return sorted((s.start, s.end) for s in spans)
 
 
-def _shared_share(codes: np.ndarray, spans: list[tuple[int, int]], index: int) -> float:
-    """The share of the kernels of layer `index` whose kernel other layers also run."""
-    a, b = spans[index]
-    others = np.concatenate([codes[x:y] for i, (x, y) in enumerate(spans) if i != index] or [codes[:0]])
-    return round(float(np.mean(np.isin(codes[a:b], others))), 4)
+def _shared_shares(codes: np.ndarray, spans: list[tuple[int, int]]) -> list[float]:
+    """Per layer, the share of its kernels whose kernel another layer also runs (one pass over the layers)."""
+    layer = np.concatenate([np.full(b - a, i) for i, (a, b) in enumerate(spans)])
+    code = np.concatenate([codes[a:b] for a, b in spans])
+    pairs = np.unique(np.stack([code, layer]), axis=1)  # each (kernel, layer) once
+    kinds, layers_per_kind = np.unique(pairs[0], return_counts=True)
+    shared = layers_per_kind[np.searchsorted(kinds, code)] > 1
+    return [round(float(x), 4) for x in np.bincount(layer, weights=shared) / np.bincount(layer)]
 
 
 def toward_count(codes: np.ndarray, fit: PeriodFit, expected: int) -> PeriodFit:
