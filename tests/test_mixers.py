@@ -95,3 +95,16 @@ def test_halves_that_swap_roles_are_no_answer() -> None:
 
 def codes_of(layers: list[list[int]]) -> np.ndarray:
     return np.array([c for layer in layers for c in layer], dtype=np.int64)
+
+
+@pytest.mark.parametrize("stack", ["dense first", "three linear to one full"])
+def test_steps_part_between_an_epilogue_and_the_next_prologue_when_the_gpu_never_idles_longer(stack: str) -> None:
+    """A host-bound trace waits as long before every kernel, so no idle gap tells where a step ends: the glue
+    between two passes is as long as the trace's own epilogue and prologue together, and is cut between them."""
+    codes, truth = trace(STACKS[stack], 3)
+    n = len(codes)
+    result = passes.find_passes(codes, np.arange(n) * 10, np.arange(n) * 10 + 5, np.full(n, -1))
+    for step, layers in enumerate(truth):
+        prologue = range(layers[0][0] - len(PROLOGUE), layers[0][0])
+        epilogue = range(layers[-1][1], layers[-1][1] + len(EPILOGUE))
+        assert {int(result.step_of[i]) for i in [*prologue, *epilogue]} == {step}

@@ -6,7 +6,9 @@ forward passes: runs of back-to-back layers. A step is one forward pass, or one 
 (a draft model's pass and the target's, in speculative decoding); a trace of one forward pass is one step.
 
 Between two passes lie the epilogue of one and the prologue of the next. The step boundary is cut there: where a
-CUDA graph replay ends and the next begins, else at the longest GPU idle gap (the host's work between iterations).
+CUDA graph replay ends and the next begins, else at the longest GPU idle gap (the host's work between iterations),
+searched where the glue stops looking like the trace's own epilogue and starts looking like its own prologue (a
+host-bound trace idles as long before every kernel: _glue_range).
 Kernels far from every pass (a stray kernel half a second before, separated by an idle gap much longer than any
 inside a pass) belong to no step.
 """
@@ -59,13 +61,19 @@ def find_passes(codes: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, rep
     groups = _group(found.runs, found.counts)
     if len(groups) == 1 and mixed is None:  # one step: or the repeating unit was a whole step of speculative decoding
         found, groups = _speculative(codes) or (found, groups)
-    runs, last_starts, typical = found.runs, found.last_starts, found.typical
+    runs, last_starts = found.runs, found.last_starts
+    typical = 0 if mixed else found.typical
     step_of = np.full(n, NO_STEP, dtype=np.int64)
     ends = dict(zip(runs, last_starts, strict=True))
     # a pass's last layer may have been cut short (an expert loop's end looks like a layer's): the boundary is
-    # searched from at least one typical layer after its start
+    # searched from at least one typical layer after its start; layers found from their mixers end where they end
+    opening, closing = codes[: groups[0][0][0]], codes[groups[-1][-1][1] :]
     cuts = [
-        _cut(idle, replay, min(max(a[-1][1], ends[a[-1]] + typical), b[0][0]), b[0][0])
+        _cut(
+            idle,
+            replay,
+            *_glue_range(codes, min(max(a[-1][1], ends[a[-1]] + typical), b[0][0]), b[0][0], opening, closing),
+        )
         for a, b in itertools.pairwise(groups)
     ]
     threshold = STRAY_GAP_FACTOR * max(_longest_inside(idle, runs), 1)
@@ -328,6 +336,27 @@ def _cut(idle: np.ndarray, replay: np.ndarray, lo: int, hi: int) -> int:
     replayed = (replay[candidates] >= 0) | (replay[candidates - 1] >= 0)
     score = idle[candidates].astype(float) + np.where(changed & replayed, 1e18, 0.0)
     return int(candidates[np.argmax(score)])
+
+
+def _glue_range(codes: np.ndarray, lo: int, hi: int, opening: np.ndarray, closing: np.ndarray) -> tuple[int, int]:
+    """Where the step boundary may fall in the glue codes[lo:hi] between two passes: one pass's epilogue, then the
+    next one's prologue. When the glue is as long as the trace's own epilogue (`closing`, after its last pass) and
+    prologue (`opening`, before its first pass) together, the boundary is between them. Else, when it opens as the
+    trace's epilogue does and ends as its prologue does and the two matches cover it, the boundary lies where they
+    meet or overlap; else anywhere in it."""
+    glue = codes[lo:hi]
+    if len(closing) + len(opening) == len(glue):
+        return lo + len(closing), lo + len(closing)
+    head = _common_length(glue, closing[: len(glue)])
+    tail = _common_length(glue[::-1], opening[::-1][: len(glue)])
+    return (hi - tail, lo + head) if head + tail >= len(glue) else (lo, hi)
+
+
+def _common_length(a: np.ndarray, b: np.ndarray) -> int:
+    """How many leading kernels two sequences share."""
+    n = min(len(a), len(b))
+    differ = np.flatnonzero(a[:n] != b[:n])
+    return int(differ[0]) if len(differ) else n
 
 
 def _longest_inside(idle: np.ndarray, runs: list[tuple[int, int]]) -> int:

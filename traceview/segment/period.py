@@ -119,10 +119,11 @@ def find_layers(
 
 def by_mixers(codes: np.ndarray, fit: PeriodFit) -> PeriodFit:
     """The layers of every forward pass in `codes` from where their mixers open (segment/mixers.py), when that
-    gives an unambiguous answer; else the fit. A layer's confidence is the share of its kernels that other layers
-    also run."""
+    gives an unambiguous answer; else the fit. The boundary contexts are searched around the fit's layers, then
+    around the layers inside them (a unit of several layers found out of phase). A layer's confidence is the share
+    of its kernels that other layers also run."""
     found = _bounds(fit.layers)
-    passes = mixers.forward_passes(codes, found)
+    passes = mixers.forward_passes(codes, found) or mixers.forward_passes(codes, _inner_bounds(codes, found))
     spans = [span for layers in passes or [] for span in layers]
     if not spans or spans == found:
         return fit
@@ -135,6 +136,20 @@ def by_mixers(codes: np.ndarray, fit: PeriodFit) -> PeriodFit:
 
 def _bounds(spans: Sequence[LayerSpan]) -> list[tuple[int, int]]:
     return sorted((s.start, s.end) for s in spans)
+
+
+def _inner_bounds(codes: np.ndarray, found: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The layers inside each found unit, when it holds several (a hybrid unit: three linear-attention layers and a
+    full one, found as one unit out of phase with its layers): where they meet, the mixers' boundary context is."""
+    inner: dict[bytes, list[tuple[int, int]]] = {}
+    out = []
+    for a, b in found:
+        key = codes[a:b].tobytes()
+        if key not in inner:
+            fit = find_layers(codes[a:b], kinds=False, halves=False)
+            inner[key] = _bounds(fit.layers) if fit else []
+        out += [(a + x, a + y) for x, y in inner[key]]
+    return out
 
 
 def _shared_shares(codes: np.ndarray, spans: list[tuple[int, int]]) -> list[float]:
