@@ -108,3 +108,12 @@ def test_steps_part_between_an_epilogue_and_the_next_prologue_when_the_gpu_never
         prologue = range(layers[0][0] - len(PROLOGUE), layers[0][0])
         epilogue = range(layers[-1][1], layers[-1][1] + len(EPILOGUE))
         assert {int(result.step_of[i]) for i in [*prologue, *epilogue]} == {step}
+
+
+@pytest.mark.parametrize("shift", [-7, -3, 3, 7])
+def test_layers_found_several_kernels_out_of_phase_are_put_back_in_phase(shift: int) -> None:
+    """A repeating unit found some kernels early or late (a conv block at a layer's end taken for the next one's
+    start) still tells where the layers open: the boundary context is looked for up to 8 kernels around its starts."""
+    codes, truth = trace(STACKS["MoE every other layer"], 3)
+    spans = [(a + shift, b + shift) for layers in truth for a, b in layers]
+    assert mixers.forward_passes(codes, spans) == truth

@@ -37,7 +37,10 @@ GLUE_CONTENTS = 2  # a kernel run by pieces of more contents than this is a laye
 GLUE_SHARE = 0.5  # a piece holding this share of the glue's own kernels is the glue between two passes
 NEAR_COVERAGE = 0.98  # share of the spans' kernels an answer must explain
 WHOLE_LONGEST = 1.4  # a whole layer this many times the median length holds more than a layer
-MAX_CONTEXTS = 8  # boundary contexts tried (layers found out of phase start a kernel or two early or late)
+MAX_CONTEXTS = 40  # boundary contexts tried (layers found out of phase start some kernels early or late)
+# how far from a found layer's start its true start is looked for, nearest first (one or two kernels into the norm,
+# the most common, first)
+SHIFTS = (0, -1, -2, 1, 2, -3, 3, -4, 4, -5, 5, -6, 6, -7, 7, -8, 8)
 
 
 def forward_passes(codes: np.ndarray, spans: Sequence[tuple[int, int]]) -> list[list[tuple[int, int]]] | None:
@@ -128,11 +131,12 @@ def boundary_contexts(
     codes: np.ndarray, spans: Sequence[tuple[int, int]], meeting: bool = False
 ) -> list[tuple[int, int, int]]:
     """The (last kernel, first kernel, second kernel) around the start of found layers, most common first: where two
-    found layers meet, then (unless `meeting`) where the others start and a kernel or two before or after the starts
-    (a layer found out of phase: a kernel or two into its norm, or holding the residual add before it)."""
+    found layers meet, then (unless `meeting`) where the others start and up to 8 kernels (SHIFTS) before or after
+    the starts, nearest first (a layer found out of phase: some kernels into its norm, or holding the residual add
+    and other kernels of the layer before it)."""
     ordered = sorted(spans)
     met = [b for (_, end), (b, _) in itertools.pairwise(ordered) if end == b]
-    tiers = [met] if meeting else [met, *([a + shift for a, _ in ordered] for shift in (0, -1, -2, 1, 2))]
+    tiers = [met] if meeting else [met, *([a + shift for a, _ in ordered] for shift in SHIFTS)]
     out: list[tuple[int, int, int]] = []
     for starts in tiers:
         seen = Counter((int(codes[b - 1]), int(codes[b]), int(codes[b + 1])) for b in starts if 0 < b < len(codes) - 1)
