@@ -54,7 +54,11 @@ def test_segment_reruns_with_a_forced_method(layered_db: Path, tmp_path: Path) -
     copy.write_bytes(layered_db.read_bytes())
     done = cli("segment", copy, "--method", "annotation", "-f", "json")
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)[0]["layers"] == 0
+    assert {k: json.loads(done.stdout)[0][k] for k in ("layers", "step_method", "layer_method")} == {
+        "layers": 0,
+        "step_method": "annotation",
+        "layer_method": "",
+    }
     assert cli("layers", copy, "-f", "json").stdout.strip() == "[]"
 
 

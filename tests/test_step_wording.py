@@ -11,8 +11,8 @@ from kineto_builder import KinetoTrace
 import traceview
 
 
-def steps_of(names: list[str]) -> KinetoTrace:
-    trace = KinetoTrace()
+def steps_of(names: list[str], trace: KinetoTrace | None = None) -> KinetoTrace:
+    trace = trace or KinetoTrace()
     for name in names:
         with trace.cpu_range(name):
             for layer in range(2):
@@ -51,6 +51,32 @@ def test_kernels_of_an_overlapping_step_range_are_between_steps(tmp_path: Path) 
     second["dur"] += shift
     warnings = [n for n in segment_notes(trace, tmp_path) if "outside every step" in n]
     assert warnings == [
-        "4 kernel(s) outside every step (4 between steps, in a step range that overlaps an earlier one (not taken "
-        "as a step))"
+        "4 kernel(s) outside every step (4 between steps, in a step range not taken as a step (it overlaps an earlier "
+        "one or holds others))"
     ]
+
+
+def nested_steps() -> KinetoTrace:
+    """An outer profiler's ProfilerStep#0 around an inner one's ProfilerStep#1..3, with one kernel of its own before
+    them: the three inner ranges are the steps."""
+    trace = KinetoTrace()
+    with trace.cpu_range("ProfilerStep#0"):
+        trace.launch_kernel("setup", dur_us=3)
+        steps_of([f"ProfilerStep#{n}" for n in range(1, 4)], trace)
+    return trace
+
+
+def test_nested_step_ranges_the_innermost_are_the_steps(tmp_path: Path) -> None:
+    db = tmp_path / "run.db"
+    traceview.ingest([nested_steps().write(tmp_path / "t.json")], db)
+    with traceview.connect(db) as con:
+        steps = con.execute("SELECT step, name, method FROM steps ORDER BY step").fetchall()
+        layers = con.execute("SELECT count(*) FROM layers").fetchall()[0][0]
+    assert steps == [(n, f"ProfilerStep#{n}", "annotation") for n in range(1, 4)]
+    assert layers == 3 * 2
+    warnings = [n for n in segment_notes(nested_steps(), tmp_path / "again") if "step" in n]
+    assert (
+        "1 step range(s) hold other step ranges (ProfilerStep#0): not steps; the innermost step ranges are the steps"
+        in warnings
+    )
+    assert "1 kernel(s) outside every step (1 before the first)" in warnings
