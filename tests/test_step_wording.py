@@ -76,7 +76,22 @@ def test_nested_step_ranges_the_innermost_are_the_steps(tmp_path: Path) -> None:
     assert layers == 3 * 2
     warnings = [n for n in segment_notes(nested_steps(), tmp_path / "again") if "step" in n]
     assert (
-        "1 step range(s) hold other step ranges (ProfilerStep#0): not steps; the innermost step ranges are the steps"
+        "1 step range(s) hold several step ranges each (ProfilerStep#0): not steps; the ranges inside them are"
         in warnings
     )
     assert "1 kernel(s) outside every step (1 before the first)" in warnings
+
+
+def test_a_step_range_around_one_other_is_one_step_the_outer(tmp_path: Path) -> None:
+    """An engine's step range around its forward pass's range (here ProfilerStep#N around ProfilerStep#1N, with a
+    kernel of its own before it) is one step: the outer, with every kernel, and no warning."""
+    trace = KinetoTrace()
+    for n in range(3):
+        with trace.cpu_range(f"ProfilerStep#{n}"):
+            trace.launch_kernel("prepare", dur_us=3)
+            steps_of([f"ProfilerStep#1{n}"], trace)
+    notes = segment_notes(trace, tmp_path)
+    with traceview.connect(tmp_path / "run.db") as con:
+        steps = con.execute("SELECT step, name FROM steps ORDER BY step").fetchall()
+    assert steps == [(n, f"ProfilerStep#{n}") for n in range(3)]
+    assert not [n for n in notes if "outside every step" in n or "hold several" in n], notes

@@ -425,12 +425,12 @@ def _steps_note(con: duckdb.DuckDBPyConnection, run_id: int, found: steps.StepOu
 
 
 def _nested_steps(found: steps.StepOutcome) -> list[str]:
-    """One line when step ranges that hold other step ranges were set aside: the innermost are the steps."""
+    """One line when step ranges that hold several step ranges were set aside: the ranges inside are the steps."""
     if not found.holders:
         return []
     return [
-        f"{len(found.holders)} step range(s) hold other step ranges ({found.holders[0]}): not steps; the innermost "
-        "step ranges are the steps"
+        f"{len(found.holders)} step range(s) hold several step ranges each ({found.holders[0]}): not steps; the "
+        "ranges inside them are"
     ]
 
 

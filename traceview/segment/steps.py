@@ -14,9 +14,10 @@ Where steps come from, first found per rank:
    holds whole layers, one pass or a repetition of passes; one pass in the trace is one step;
 6. the whole trace as one step (method `whole`), when no layer repeats.
 A step range found by its name is an `annotation` whichever rule matched it, as layer ranges are (`layers.method`):
-the step's name shows which. Among the matching ranges of a rank the innermost are the steps: a range that holds
-others (an outer ProfilerStep around a second profiler's) is not a step, and a warning says so; of ranges that
-overlap without one holding the other, the earlier is the step. A kernel belongs to the step whose CPU range
+the step's name shows which. A range that holds several others (an outer profiler's ProfilerStep#0 around a
+second profiler's steps) is not a step: the ranges inside are, and a warning says so. Of the other matching ranges,
+one that another holds or overlaps from earlier is not a step (an engine's step range around its forward pass's
+range is one step, the outer). A kernel belongs to the step whose CPU range
 contains its launch call; a kernel without a launch, to the step whose GPU span contains its start. Steps carry
 the trace's own numbers where the names hold them (ProfilerStep#7 is step 7), else 0, 1, 2, ...
 """
@@ -152,10 +153,11 @@ def _step_ranges(
             SELECT r.rank, t.tier, r.name, r.start_ns, r.end_ns FROM ranges r JOIN tier_names t USING (name)
         ), first_tier AS (
             SELECT * FROM matched QUALIFY tier = min(tier) OVER (PARTITION BY rank)
-        ), holders AS (  -- ranges that hold another of another name (the same name twice is one step, recorded twice)
-            SELECT DISTINCT o.rank, o.start_ns, o.end_ns FROM first_tier o JOIN first_tier i
+        ), holders AS (  -- ranges that hold two or more others (of other names, other bounds): not a step
+            SELECT o.rank, o.start_ns, o.end_ns FROM first_tier o JOIN first_tier i
               ON i.rank = o.rank AND i.start_ns >= o.start_ns AND i.end_ns <= o.end_ns AND i.name <> o.name
                  AND (i.start_ns > o.start_ns OR i.end_ns < o.end_ns)
+            GROUP BY ALL HAVING count(*) >= 2
         ), flagged AS (
             SELECT f.*, h.rank IS NOT NULL AS holds FROM first_tier f LEFT JOIN holders h USING (rank, start_ns, end_ns)
         ), ordered AS (
