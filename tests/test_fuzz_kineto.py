@@ -30,6 +30,7 @@ PROPERTY = settings(max_examples=6, deadline=None, suppress_health_check=list(He
 KERNELS = 6
 
 
+@pytest.mark.heavy  # fuzzing real traces, tens of seconds
 @FUZZ
 @given(rng=st.randoms(use_true_random=False))
 def test_mutated_real_traces_ingest_or_fail_cleanly(runner: fuzz_runner.CaseRunner, rng: random.Random) -> None:
