@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from segment_fixtures import GRAPH_NODE_BASE, Model, random_names, reference_layer_counts, write_trace
 
 import traceview
+from traceview.errors import UsageError
 from traceview.segment import Method, SegmentOptions
 from traceview.segment.annotation import DEFAULT_CANDIDATE, parse_layer_name
 from traceview.segment.steps import phase_of
@@ -230,8 +231,9 @@ def test_forced_methods_and_rerun_replace_the_previous_result(tmp_path: Path, db
     [result] = traceview.api.segment(db_path, SegmentOptions(method=Method.period))
     assert result.methods == ("period",) and layer_counts(db_path) == annotated
     assert "inferred" in result.notes[1]
-    traceview.api.segment(db_path, SegmentOptions(method=Method.graph))
-    assert layer_counts(db_path) == {}
+    with pytest.raises(UsageError, match=r"--method graph found no layers in run t \(no layers found: no CUDA graph"):
+        traceview.api.segment(db_path, SegmentOptions(method=Method.graph))
+    assert layer_counts(db_path) == annotated  # refused: the layers found before are kept
     traceview.api.segment(db_path)
     assert layer_counts(db_path) == annotated
     with traceview.connect(db_path) as con:
