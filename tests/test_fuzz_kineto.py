@@ -138,6 +138,7 @@ def test_every_kernel_with_an_unusable_time_is_kept_or_counted(
     assert all(end >= start for _, start, end, _ in kernels)
 
 
+@pytest.mark.heavy  # two ingests per example, tens of seconds
 @PROPERTY
 @given(seed=st.integers(0, 2**32 - 1))
 def test_the_order_of_events_in_the_file_does_not_matter(tmp_path_factory: pytest.TempPathFactory, seed: int) -> None:
