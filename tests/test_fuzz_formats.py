@@ -36,12 +36,14 @@ def judged(runner: fuzz_runner.CaseRunner, case: fuzzing.Case) -> None:
     assert outcome.kind in ("ok", "clean_error"), f"{case.kind} {case.mutations}: {outcome.detail}"
 
 
+@pytest.mark.heavy  # a fuzz campaign, as the kineto and nsys ones
 @FUZZ
 @given(rng=st.randoms(use_true_random=False))
 def test_mutated_parquet_exports_ingest_or_fail_cleanly(runner: fuzz_runner.CaseRunner, rng: random.Random) -> None:
     judged(runner, fuzzing_formats.parquet_case(rng))
 
 
+@pytest.mark.heavy  # a fuzz campaign
 @FUZZ
 @given(rng=st.randoms(use_true_random=False))
 def test_mutated_databases_read_or_fail_cleanly(
@@ -50,6 +52,7 @@ def test_mutated_databases_read_or_fail_cleanly(
     judged(runner, fuzzing_formats.database_case(rng, base_database(str(tmp_path_factory.getbasetemp()))))
 
 
+@pytest.mark.heavy  # a fuzz campaign of command lines
 @FUZZ
 @given(rng=st.randoms(use_true_random=False))
 def test_random_command_lines_run_or_fail_in_one_line(runner: fuzz_runner.CaseRunner, rng: random.Random) -> None:

@@ -30,6 +30,7 @@ PROPERTY = settings(max_examples=6, deadline=None, suppress_health_check=list(He
 KERNELS = 6
 
 
+@pytest.mark.heavy  # fuzzing real traces, tens of seconds
 @FUZZ
 @given(rng=st.randoms(use_true_random=False))
 def test_mutated_real_traces_ingest_or_fail_cleanly(runner: fuzz_runner.CaseRunner, rng: random.Random) -> None:
@@ -137,6 +138,7 @@ def test_every_kernel_with_an_unusable_time_is_kept_or_counted(
     assert all(end >= start for _, start, end, _ in kernels)
 
 
+@pytest.mark.heavy  # two ingests per example, tens of seconds
 @PROPERTY
 @given(seed=st.integers(0, 2**32 - 1))
 def test_the_order_of_events_in_the_file_does_not_matter(tmp_path_factory: pytest.TempPathFactory, seed: int) -> None:

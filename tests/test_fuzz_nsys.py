@@ -77,6 +77,7 @@ def test_nvtx_ranges_that_never_close_are_kept_open_and_counted(
     assert still_open == stats["nvtx_ranges_never_closed"] and bad == 0
 
 
+@pytest.mark.heavy  # fuzzing exports, tens of seconds
 @PROPERTY
 @given(n=st.integers(1, 50), target=st.sampled_from([999_999_999, -1]))
 def test_kernels_whose_correlation_points_nowhere_are_counted(

@@ -15,6 +15,7 @@ from functools import cache
 from pathlib import Path
 
 import duckdb
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kineto_builder import KinetoTrace
@@ -113,6 +114,7 @@ def test_the_trace_has_what_the_checks_assume() -> None:
 SALVAGE = settings(max_examples=15, deadline=None, suppress_health_check=list(HealthCheck))
 
 
+@pytest.mark.heavy  # fuzzing cuts, tens of seconds
 @SALVAGE
 @given(fraction=st.floats(min_value=0.0, max_value=1.0))
 def test_salvage_keeps_every_complete_kernel_before_any_cut(fraction: float) -> None:

@@ -128,6 +128,7 @@ def test_a_parquet_export_whose_strings_share_one_huge_dictionary_entry_is_refus
     refused_quickly(tmp_path, export, strings, "strings of ~3,120 MiB once their dictionary is expanded")
 
 
+@pytest.mark.heavy  # a decompression bomb, written and read
 def test_a_parquet_export_whose_pages_decompress_hugely_is_refused(tmp_path: Path) -> None:
     """One plain-encoded string of 300 MiB of one byte: a zstd page of kilobytes. Before: read."""
     export = sample_parquet_export(tmp_path / "in")

@@ -298,6 +298,7 @@ def test_a_failed_statement_over_a_registered_frame_raises_its_own_error() -> No
         con.unregister("_frame")
 
 
+@pytest.mark.heavy  # concurrent ingests, repeated
 def test_two_ingests_creating_the_same_database_at_once_lose_no_run(tmp_path: Path, big_trace: Path) -> None:
     """Whichever finishes second finds the database the other created meanwhile: it says so instead of replacing
     it (or, when the first had already finished before it started, adds its run). No run reported as

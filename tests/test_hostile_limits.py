@@ -49,6 +49,7 @@ def test_memory_on_many_skipped_events_stays_within_a_small_multiple_of_their_js
     assert peak - baseline_mb < MIB_PER_MB_OF_SKIPPED_JSON * json_mb, (peak, baseline_mb, json_mb)
 
 
+@pytest.mark.heavy  # peak memory of ingests of a huge event
 @pytest.mark.parametrize("where", ["name", "args"])
 def test_memory_on_one_enormous_event_stays_within_a_small_multiple_of_it(
     tmp_path: Path, baseline_mb: float, where: str

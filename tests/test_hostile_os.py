@@ -54,10 +54,11 @@ def test_a_full_disk_while_creating_a_database_leaves_no_file(tmp_path: Path) ->
 
 @pytest.mark.skipif(not DEV_FULL.exists(), reason="no /dev/full")
 @pytest.mark.parametrize("command", ["export", "report", "plot"])
-def test_writing_to_a_full_device_is_one_line_and_the_device_stays(tmp_path: Path, command: str) -> None:
+def test_writing_to_a_full_device_is_one_line_and_the_device_stays(
+    tmp_path: Path, command: str, ingested: Callable[[Path], Path]
+) -> None:
     """Through a symbolic link too (plot needs a suffix): the link is followed, the device written in place."""
-    db = tmp_path / "run.db"
-    assert traceview("ingest", LARGER, "-o", db).returncode == 0
+    db = ingested(LARGER)
     output = DEV_FULL
     if command == "plot":
         output = tmp_path / "picture.png"

@@ -78,6 +78,7 @@ def test_each_writer_has_its_own_temporary_file(tmp_path: Path) -> None:
     assert (target.stat().st_mode & 0o777) == 0o666 & ~scratch._umask()
 
 
+@pytest.mark.heavy  # concurrent exports, repeated
 def test_two_exports_to_one_output_at_once_leave_valid_json(run_db: Path, tmp_path: Path) -> None:
     out = tmp_path / "trace.json"
     for _ in range(3):

@@ -63,6 +63,7 @@ def assert_linear(worker: list[Pool], prefix: str, unit: str, suffix: str) -> No
         assert len(seconds) == len(scaling.SIZES) and not scaling.superlinear(seconds), (function, shape, steps)
 
 
+@pytest.mark.heavy  # a timing property: 18 shapes at 10k-1M characters, tens of seconds
 # The issue's shapes, then one per pattern or loop that could rescan a name.
 @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, phases=(Phase.explicit, Phase.generate))
 @given(shape=SHAPES)
@@ -117,6 +118,7 @@ def test_a_trace_of_hostile_names_ingests_in_seconds(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
 
 
+@pytest.mark.heavy  # a timing property, tens of seconds under load
 def test_a_diff_of_hostile_names_runs_in_seconds(tmp_path: Path) -> None:
     """diff lines kernels up by name (align.py): a leftover kernel named with 200,000 characters of 300 kinds on
     each side (difflib's ratio of the two: minutes), and a fused kernel named `fused` 40,000 times before a newline

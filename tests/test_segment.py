@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from segment_fixtures import GRAPH_NODE_BASE, Model, random_names, reference_layer_counts, write_trace
 
 import traceview
+from traceview.errors import UsageError
 from traceview.segment import Method, SegmentOptions
 from traceview.segment.annotation import DEFAULT_CANDIDATE, parse_layer_name
 from traceview.segment.steps import phase_of
@@ -82,14 +83,15 @@ def test_nvtx_like_step_names_match_the_default_step_pattern(tmp_path: Path, db_
     traceview.ingest([trace.path], db_path)
     with traceview.connect(db_path) as con:
         rows = con.execute("SELECT step, method, phase, warmup FROM steps ORDER BY step").fetchall()
-    assert rows == [(i, "pattern", "decode", True) for i in range(3)]
+    assert rows == [(i, "annotation", "decode", True) for i in range(3)]
 
 
 def test_step_pattern_option_wins(tmp_path: Path, db_path: Path) -> None:
     trace = write_trace(tmp_path / "t.json.gz", Model(layers=2), steps=2, step_name="tok{step}")
     traceview.ingest([trace.path], db_path, segment_options=SegmentOptions(step_pattern=r"^tok\d+$"))
     with traceview.connect(db_path) as con:
-        assert con.execute("SELECT count(*), any_value(method) FROM steps").fetchall() == [(2, "pattern")]
+        rows = con.execute("SELECT count(*), any_value(method), min(name) FROM steps").fetchall()
+    assert rows == [(2, "annotation", "tok0")]
 
 
 def test_steps_from_the_repetition_of_the_whole_sequence(tmp_path: Path, db_path: Path) -> None:
@@ -229,8 +231,9 @@ def test_forced_methods_and_rerun_replace_the_previous_result(tmp_path: Path, db
     [result] = traceview.api.segment(db_path, SegmentOptions(method=Method.period))
     assert result.methods == ("period",) and layer_counts(db_path) == annotated
     assert "inferred" in result.notes[1]
-    traceview.api.segment(db_path, SegmentOptions(method=Method.graph))
-    assert layer_counts(db_path) == {}
+    with pytest.raises(UsageError, match=r"--method graph found no layers in run t \(no layers found: no CUDA graph"):
+        traceview.api.segment(db_path, SegmentOptions(method=Method.graph))
+    assert layer_counts(db_path) == annotated  # refused: the layers found before are kept
     traceview.api.segment(db_path)
     assert layer_counts(db_path) == annotated
     with traceview.connect(db_path) as con:

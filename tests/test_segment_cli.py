@@ -52,10 +52,27 @@ def test_layers_table_and_csv(layered_db: Path) -> None:
 def test_segment_reruns_with_a_forced_method(layered_db: Path, tmp_path: Path) -> None:
     copy = tmp_path / "copy.db"
     copy.write_bytes(layered_db.read_bytes())
-    done = cli("segment", copy, "--method", "annotation", "-f", "json")
+    done = cli("segment", copy, "--method", "period", "-f", "json")
     assert done.returncode == 0, done.stderr
-    assert json.loads(done.stdout)[0]["layers"] == 0
-    assert cli("layers", copy, "-f", "json").stdout.strip() == "[]"
+    assert {k: json.loads(done.stdout)[0][k] for k in ("layers", "step_method", "layer_method")} == {
+        "layers": 12,
+        "step_method": "annotation",
+        "layer_method": "period",
+    }
+
+
+def test_a_forced_method_that_finds_no_layers_is_refused_and_keeps_the_layers(layered_db: Path, tmp_path: Path) -> None:
+    copy = tmp_path / "copy.db"
+    copy.write_bytes(layered_db.read_bytes())
+    before = cli("layers", copy, "-f", "json").stdout
+    done = cli("segment", copy, "--method", "annotation", "-f", "json")
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.splitlines() == [
+        f"error: {copy}: --method annotation found no layers in run t (no layers found: no kernel ran inside a layer "
+        "range (model.layers.N, or --layer-pattern)) — the layers found before are kept; try --method auto or another "
+        "method"
+    ]
+    assert cli("layers", copy, "-f", "json").stdout == before != "[]"
 
 
 def test_no_structure_is_said_not_invented(tmp_path: Path) -> None:

@@ -91,6 +91,7 @@ def test_too_short_or_constant_sequences() -> None:
     assert period.find_layers(np.zeros(50, dtype=np.int64)) is None
 
 
+@pytest.mark.heavy  # a timing property on a million kernels
 def test_a_step_of_a_million_kernels_is_solved_in_seconds() -> None:
     model = Model(layers=24_000, dense=3, expert_loop=True)
     names, truth = model.step()

@@ -100,7 +100,7 @@ def test_steps_of_the_samples(databases: dict[str, Path]) -> None:
                 r[0]
                 for r in con.execute("SELECT count(*) FROM gpu_activity WHERE kind = 'kernel' GROUP BY step").fetchall()
             }
-        assert steps == (STEPS, "annotation" if key.endswith("json.gz") else "pattern"), key
+        assert steps == (STEPS, "annotation"), key
         assert per_step == {527 if key.startswith("eager") else 216}, key
 
 

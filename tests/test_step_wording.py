@@ -11,8 +11,8 @@ from kineto_builder import KinetoTrace
 import traceview
 
 
-def steps_of(names: list[str]) -> KinetoTrace:
-    trace = KinetoTrace()
+def steps_of(names: list[str], trace: KinetoTrace | None = None) -> KinetoTrace:
+    trace = trace or KinetoTrace()
     for name in names:
         with trace.cpu_range(name):
             for layer in range(2):
@@ -51,6 +51,47 @@ def test_kernels_of_an_overlapping_step_range_are_between_steps(tmp_path: Path) 
     second["dur"] += shift
     warnings = [n for n in segment_notes(trace, tmp_path) if "outside every step" in n]
     assert warnings == [
-        "4 kernel(s) outside every step (4 between steps, in a step range that overlaps an earlier one (not taken "
-        "as a step))"
+        "4 kernel(s) outside every step (4 between steps, in a step range not taken as a step (it overlaps an earlier "
+        "one or holds others))"
     ]
+
+
+def nested_steps() -> KinetoTrace:
+    """An outer profiler's ProfilerStep#0 around an inner one's ProfilerStep#1..3, with one kernel of its own before
+    them: the three inner ranges are the steps."""
+    trace = KinetoTrace()
+    with trace.cpu_range("ProfilerStep#0"):
+        trace.launch_kernel("setup", dur_us=3)
+        steps_of([f"ProfilerStep#{n}" for n in range(1, 4)], trace)
+    return trace
+
+
+def test_nested_step_ranges_the_innermost_are_the_steps(tmp_path: Path) -> None:
+    db = tmp_path / "run.db"
+    traceview.ingest([nested_steps().write(tmp_path / "t.json")], db)
+    with traceview.connect(db) as con:
+        steps = con.execute("SELECT step, name, method FROM steps ORDER BY step").fetchall()
+        layers = con.execute("SELECT count(*) FROM layers").fetchall()[0][0]
+    assert steps == [(n, f"ProfilerStep#{n}", "annotation") for n in range(1, 4)]
+    assert layers == 3 * 2
+    warnings = [n for n in segment_notes(nested_steps(), tmp_path / "again") if "step" in n]
+    assert (
+        "1 step range(s) hold several step ranges each (ProfilerStep#0): not steps; the ranges inside them are"
+        in warnings
+    )
+    assert "1 kernel(s) outside every step (1 before the first)" in warnings
+
+
+def test_a_step_range_around_one_other_is_one_step_the_outer(tmp_path: Path) -> None:
+    """An engine's step range around its forward pass's range (here ProfilerStep#N around ProfilerStep#1N, with a
+    kernel of its own before it) is one step: the outer, with every kernel, and no warning."""
+    trace = KinetoTrace()
+    for n in range(3):
+        with trace.cpu_range(f"ProfilerStep#{n}"):
+            trace.launch_kernel("prepare", dur_us=3)
+            steps_of([f"ProfilerStep#1{n}"], trace)
+    notes = segment_notes(trace, tmp_path)
+    with traceview.connect(tmp_path / "run.db") as con:
+        steps = con.execute("SELECT step, name FROM steps ORDER BY step").fetchall()
+    assert steps == [(n, f"ProfilerStep#{n}") for n in range(3)]
+    assert not [n for n in notes if "outside every step" in n or "hold several" in n], notes

@@ -44,10 +44,10 @@ def _layered(tmp_path: Path, name: str, annotated: bool = True) -> Path:
 def test_segment_by_graph_says_why_it_found_no_layers(tmp_path: Path, annotated: bool, reason: str) -> None:
     db = _layered(tmp_path, "eager", annotated)
     result = traceview("segment", db, "--method", "graph")
-    assert result.returncode == 0, result.stderr
-    # The run is named by its label, as every other command names it.
-    line = f"note: eager: no layers found: {reason}"
-    assert any(said.startswith(line) for said in result.stderr.splitlines()), result.stderr
+    assert result.returncode == 2, result.stderr
+    # One line with the reason; the run is named by its label, as every other command names it.
+    [line] = result.stderr.splitlines()
+    assert line.startswith(f"error: {db}: --method graph found no layers in run eager (no layers found: {reason}"), line
     assert "run 1" not in result.stderr
 
 

@@ -36,7 +36,7 @@ from .ingest import (
     report_stage,
 )
 from .scratch import refuse_inputs, replacing
-from .segment import SegmentOptions, SegmentResult, segment_run
+from .segment import Method, SegmentOptions, SegmentResult, segment_run
 from .segment.report import LayerReport, layer_report
 from .stepsel import format_steps
 
@@ -364,8 +364,27 @@ def segment(database: str | Path, options: SegmentOptions | None = None, run: st
     with db.write_session(database) as con:
         targets = [diff_stage.resolve_run(con, run, str(database)).run_id] if run else run_ids(con)
         results = [segment_run(con, run_id, options) for run_id in targets]
+        _refuse_forced_empty(con, database, options, results)
         sqllib.install(con)
         return results
+
+
+def _refuse_forced_empty(
+    con: duckdb.DuckDBPyConnection, database: str | Path, options: SegmentOptions | None, results: list[SegmentResult]
+) -> None:
+    """A method the user forced (`--method graph`) that finds no layers in a run with steps is refused, in one line
+    with its reason: the session rolls back, so the layers found before are kept (not replaced by none)."""
+    method = options.method if options else None
+    empty = [r for r in results if r.steps and not r.layers]
+    if method in (None, Method.auto) or not empty:
+        return
+    label = first_row(con.execute("SELECT label FROM runs WHERE run_id = ?", [empty[0].run_id]).fetchall())[0]
+    why = next((n for n in empty[0].notes if n.startswith("no layers found")), "no layers found")
+    raise UsageError(
+        database,
+        f"--method {method.value} found no layers in run {label} ({why})",
+        "the layers found before are kept; try --method auto or another method",
+    )
 
 
 def layers(database: str | Path, run: str | None = None) -> LayerReport:

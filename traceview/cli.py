@@ -467,7 +467,7 @@ def segment(
             "step_method": ", ".join(r.step_methods),
             "layers": r.layers,
             "layers_per_step": r.layers_per_step,
-            "method": ", ".join(r.methods),
+            "layer_method": ", ".join(r.methods),
             "confidence": r.confidence,
         }
         for r in results

@@ -254,7 +254,7 @@ COMMENT ON COLUMN steps.start_ns IS 'Start of the step on the GPU (first kernel)
 COMMENT ON COLUMN steps.end_ns IS 'End of the step on the GPU (last kernel end), ns.';
 COMMENT ON COLUMN steps.phase IS 'decode, prefill or unknown, when the annotation says so.';
 COMMENT ON COLUMN steps.warmup IS 'True for warm-up steps, which comparisons skip.';
-COMMENT ON COLUMN steps.method IS 'How the step was found: annotation (ProfilerStep#N), engine (a serving engine''s step range: vLLM, SGLang, TensorRT-LLM), pattern (--step-pattern or a step-like name), passes (no step annotation: one forward pass, a run of layers, per step) or whole (the whole trace as one step).';
+COMMENT ON COLUMN steps.method IS 'How the step was found, in the words of layers.method: annotation (a range in the trace named as a step: ProfilerStep#N, --step-pattern, or a step-like name such as decode_step_3; steps.name says which; the innermost such ranges are the steps), engine (a serving engine''s step range: vLLM, SGLang, TensorRT-LLM), passes (no step annotation: one forward pass, a run of layers, per step) or whole (the whole trace as one step).';
 COMMENT ON COLUMN steps.draft_passes IS 'Speculative decoding: the drafter''s forward passes in the step (the tokens it proposed for this verify), NULL when the run shows no drafter. Its kernels have gpu_activity.role = draft; its layers are not the step''s layers.';
 
 CREATE TABLE IF NOT EXISTS layers (
@@ -279,7 +279,7 @@ COMMENT ON COLUMN layers.name IS 'Annotation that named the layer, NULL when inf
 COMMENT ON COLUMN layers.start_ns IS 'Start of its first kernel on the GPU, ns.';
 COMMENT ON COLUMN layers.end_ns IS 'End of its last kernel on the GPU, ns.';
 COMMENT ON COLUMN layers.kernels IS 'Number of GPU kernels assigned to the layer instance.';
-COMMENT ON COLUMN layers.method IS 'annotation (CPU or GPU range), graph (CUDA graph node ids mapped to capture-time ranges) or period (repeating kernel sequence).';
+COMMENT ON COLUMN layers.method IS 'How the layer was found: annotation (a range in the trace named as a layer, CPU or GPU: model.layers.N or --layer-pattern), graph (CUDA graph node ids mapped to capture-time ranges) or period (repeating kernel sequence).';
 COMMENT ON COLUMN layers.confidence IS 'From 0 to 1: 1 for annotations; for period, the share of the layer kernels that match the repeating unit.';
 
 CREATE TABLE IF NOT EXISTS ingest_stats (

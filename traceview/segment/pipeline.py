@@ -387,7 +387,7 @@ def _result(
         methods=tuple(methods or ()),
         confidence=float(confidence) if confidence is not None else None,
         notes=tuple(notes),
-        warnings=tuple([*_doubts(con, run_id, outcome), *_against_hint(con, run_id, options)]),
+        warnings=tuple([*_nested_steps(found), *_doubts(con, run_id, outcome), *_against_hint(con, run_id, options)]),
     )
 
 
@@ -405,23 +405,33 @@ def _draft_note(con: duckdb.DuckDBPyConnection, run_id: int, drafted: int) -> st
 
 def _steps_note(con: duckdb.DuckDBPyConnection, run_id: int, found: steps.StepOutcome) -> str:
     """`N steps found by annotation (ProfilerStep#N)`. A step range found by its name is an annotation whichever
-    rule matched it (ProfilerStep#N; a step-like name such as nsys's decode_step_N; --step-pattern), shown by its
-    name's shape, so that the same kind of range reads alike from every profiler; and when no name says decode or
-    prefill, that the phase is unknown for that reason (the nsys sample says decode_step_N, its Kineto twin only
-    ProfilerStep#N)."""
+    rule matched it (ProfilerStep#N; a step-like name such as nsys's decode_step_N; --step-pattern), as in
+    `steps.method`, shown by its name's shape, so that the same kind of range reads alike from every profiler; and
+    when no name says decode or prefill, that the phase is unknown for that reason (the nsys sample says
+    decode_step_N, its Kineto twin only ProfilerStep#N)."""
     if not found.steps:
         return _why_no_steps(con)
     named = con.execute(
-        r"""SELECT method, regexp_replace(min(name), '\d+', 'N', 'g'), bool_and(phase = 'unknown') FROM steps
-            WHERE run_id = ? AND method IN ('annotation', 'pattern') GROUP BY method""",
+        r"""SELECT regexp_replace(min(name), '\d+', 'N', 'g'), bool_and(phase = 'unknown') FROM steps
+            WHERE run_id = ? AND method = 'annotation' HAVING count(*) > 0""",
         [run_id],
     ).fetchall()
-    shapes = {method: f"annotation ({shape})" for method, shape, _ in named}
-    how = ", ".join(dict.fromkeys(shapes.get(method, method) for method in found.methods))
-    unknown = named and all(row[2] for row in named)
+    shape = f"annotation ({named[0][0]})" if named else "annotation"
+    how = ", ".join(shape if method == "annotation" else method for method in found.methods)
+    unknown = bool(named) and named[0][1]
     return f"{found.steps} steps found by {how}" + (
         "; phase unknown: their names say neither decode nor prefill" if unknown else ""
     )
+
+
+def _nested_steps(found: steps.StepOutcome) -> list[str]:
+    """One line when step ranges that hold several step ranges were set aside: the ranges inside are the steps."""
+    if not found.holders:
+        return []
+    return [
+        f"{len(found.holders)} step range(s) hold several step ranges each ({found.holders[0]}): not steps; the "
+        "ranges inside them are"
+    ]
 
 
 def _why_no_steps(con: duckdb.DuckDBPyConnection) -> str:
@@ -504,7 +514,7 @@ def _outside_steps(con: duckdb.DuckDBPyConnection, run_id: int, count: int) -> s
         """,
         {"run": run_id},
     ).fetchall()[0]
-    between_steps = "between steps, in a step range that overlaps an earlier one (not taken as a step)"
+    between_steps = "between steps, in a step range not taken as a step (it overlaps an earlier one or holds others)"
     places = (before, "before the first"), (between, between_steps), (after, "after the last")
     places += ((count - before - between - after, "on a rank without steps"),)
     return f"{count} kernel(s) outside every step ({', '.join(f'{n} {where}' for n, where in places if n)})"

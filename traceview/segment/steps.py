@@ -4,18 +4,22 @@ Reads: cpu_ranges and the staged activity table `_seg_a`. Writes temp tables `_s
 start_ns, end_ns, phase, warmup, method)` and `_seg_step_of(activity_id, step)`.
 
 Where steps come from, first found per rank:
-1. ranges matching `--step-pattern` (method `pattern`);
+1. ranges matching `--step-pattern` (method `annotation`);
 2. `ProfilerStep#N` (method `annotation`);
 3. serving engines' step ranges: vLLM's `execute_..._context_N(...)_generation_M(...)`, SGLang's
    `step[DECODE bs=32]`, TensorRT-LLM's `_forward_step N` (method `engine`);
 4. NVTX or record_function ranges with a step-like name: `decode_step_3`, `Decode/step_003`, `iteration 7`,
-   `train_step:2` (method `pattern`);
+   `train_step:2` (method `annotation`);
 5. the forward passes found from the layers of the kernel sequence (method `passes`, segment/passes.py): a step
    holds whole layers, one pass or a repetition of passes; one pass in the trace is one step;
 6. the whole trace as one step (method `whole`), when no layer repeats.
-Among matching ranges only the outermost count. A kernel belongs to the step whose CPU range contains its
-launch call; a kernel without a launch, to the step whose GPU span contains its start. Steps carry the trace's
-own numbers where the names hold them (ProfilerStep#7 is step 7), else 0, 1, 2, ...
+A step range found by its name is an `annotation` whichever rule matched it, as layer ranges are (`layers.method`):
+the step's name shows which. A range that holds several others (an outer profiler's ProfilerStep#0 around a
+second profiler's steps) is not a step: the ranges inside are, and a warning says so. Of the other matching ranges,
+one that another holds or overlaps from earlier is not a step (an engine's step range around its forward pass's
+range is one step, the outer). A kernel belongs to the step whose CPU range
+contains its launch call; a kernel without a launch, to the step whose GPU span contains its start. Steps carry
+the trace's own numbers where the names hold them (ProfilerStep#7 is step 7), else 0, 1, 2, ...
 """
 
 from __future__ import annotations
@@ -61,6 +65,7 @@ class StepOutcome:
 
     steps: int
     methods: tuple[str, ...]
+    holders: tuple[str, ...] = ()  # names of the step ranges not taken because they hold other step ranges
 
 
 MAX_LAUNCH_DELAY_NS = 60 * 10**9  # GPU work that starts later than this after its launch call is left out of steps
@@ -82,7 +87,7 @@ def find_steps(con: duckdb.DuckDBPyConnection, run_id: int, step_pattern: str | 
     _drop_strays(con)
     count = con.execute("SELECT count(*) FROM _seg_steps").fetchall()[0][0]
     methods = {**annotated.method_of, **from_kernels.method_of}
-    return StepOutcome(count, tuple(sorted(set(methods.values()))))
+    return StepOutcome(count, tuple(sorted(set(methods.values()))), annotated.holders)
 
 
 StepRow = tuple[int, int, str | None, int | None, int | None, str, bool, str]
@@ -95,38 +100,42 @@ class _RankSteps:
 
     rows: list[StepRow]
     method_of: dict[int, str]
+    holders: tuple[str, ...] = ()
 
 
 def _tiers(step_pattern: str | None) -> list[tuple[str | None, str]]:
     """(pattern, method) in the order they are tried; the first is `--step-pattern` (None when not given)."""
     if step_pattern:
         re.compile(step_pattern)
-    tiers = [(PROFILER_STEP, "annotation"), (FRAMEWORK_STEPS, "engine"), (DEFAULT_STEP_PATTERN, "pattern")]
-    return [(step_pattern, "pattern"), *tiers]
+    tiers = [(PROFILER_STEP, "annotation"), (FRAMEWORK_STEPS, "engine"), (DEFAULT_STEP_PATTERN, "annotation")]
+    return [(step_pattern, "annotation"), *tiers]
 
 
 def _annotated_steps(con: duckdb.DuckDBPyConnection, run_id: int, tiers: list[tuple[str | None, str]]) -> _RankSteps:
-    """Per rank, the first tier whose pattern some range matches: its outermost matching ranges as steps."""
+    """Per rank, the first tier whose pattern some range matches: its innermost matching ranges as steps."""
     rows: list[StepRow] = []
     method_of: dict[int, str] = {}
-    found = _outermost(con, run_id, [pattern for pattern, _ in tiers])
-    for (rank, tier), group in itertools.groupby(found, key=lambda r: (r[0], r[1])):
-        ranges = [(name, start, end) for _, _, name, start, end in group]
+    found = _step_ranges(con, run_id, [pattern for pattern, _ in tiers])
+    holders = tuple(r[2] for r in found if r[5])
+    taken = [r for r in found if not r[5]]
+    for (rank, tier), group in itertools.groupby(taken, key=lambda r: (r[0], r[1])):
+        ranges = [(name, start, end) for _, _, name, start, end, _ in group]
         method = tiers[tier][1]
         names = [r[0] for r in ranges]
         numbers = step_numbers(names) if method != "engine" else range(len(ranges))
         for number, (name, start, end) in zip(numbers, ranges, strict=True):
             rows.append((rank, number, name, start, end, phase_of(name), bool(WARMUP.search(name)), method))
         method_of[rank] = method
-    return _RankSteps(rows, method_of)
+    return _RankSteps(rows, method_of, holders)
 
 
-def _outermost(
+def _step_ranges(
     con: duckdb.DuckDBPyConnection, run_id: int, patterns: list[str | None]
-) -> list[tuple[int, int, str, int, int]]:
-    """(rank, tier, name, start, end) of the outermost ranges of each rank's first tier that any range matches:
-    the ranges matching the tier's pattern that no earlier matching range overlaps, by rank and start. The
-    patterns are tried on the distinct names (NVTX names repeat: 6.4 M ranges, 316 k names at 1 GB)."""
+) -> list[tuple[int, int, str, int, int, bool]]:
+    """(rank, tier, name, start, end, holds) of the ranges of each rank's first tier that any range matches, by
+    rank and start: those that hold another of them (`holds`, not steps), and the steps: the others that no earlier
+    one overlaps. The patterns are tried on the distinct names (NVTX names repeat: 6.4 M ranges, 316 k names at
+    1 GB)."""
     return con.execute(
         """
         WITH ranges AS (
@@ -144,13 +153,21 @@ def _outermost(
             SELECT r.rank, t.tier, r.name, r.start_ns, r.end_ns FROM ranges r JOIN tier_names t USING (name)
         ), first_tier AS (
             SELECT * FROM matched QUALIFY tier = min(tier) OVER (PARTITION BY rank)
+        ), holders AS (  -- ranges that hold two or more others (of other names, other bounds): not a step
+            SELECT o.rank, o.start_ns, o.end_ns FROM first_tier o JOIN first_tier i
+              ON i.rank = o.rank AND i.start_ns >= o.start_ns AND i.end_ns <= o.end_ns AND i.name <> o.name
+                 AND (i.start_ns > o.start_ns OR i.end_ns < o.end_ns)
+            GROUP BY ALL HAVING count(*) >= 2
+        ), flagged AS (
+            SELECT f.*, h.rank IS NOT NULL AS holds FROM first_tier f LEFT JOIN holders h USING (rank, start_ns, end_ns)
         ), ordered AS (
             SELECT *, max(end_ns) OVER (PARTITION BY rank ORDER BY start_ns, end_ns DESC ROWS BETWEEN UNBOUNDED
                                         PRECEDING AND 1 PRECEDING) AS reach
-            FROM first_tier
+            FROM flagged WHERE NOT holds
         )
-        SELECT rank, tier, name, start_ns, end_ns FROM ordered WHERE reach IS NULL OR reach <= start_ns
-        ORDER BY rank, start_ns
+        SELECT rank, tier, name, start_ns, end_ns, false FROM ordered WHERE reach IS NULL OR reach <= start_ns
+        UNION ALL SELECT rank, tier, name, start_ns, end_ns, true FROM flagged WHERE holds
+        ORDER BY rank, start_ns, end_ns DESC
         """,
         {"run": run_id, **{f"p{i}": pattern for i, pattern in enumerate(patterns)}},
     ).fetchall()
