@@ -57,7 +57,7 @@ def find_passes(codes: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, rep
     mixed = _by_mixers(codes, found)
     found = mixed or found
     groups = _group(found.runs, found.counts)
-    if len(groups) == 1 and mixed is None:  # one step: or the repeating unit was a whole step of speculative decoding
+    if mixed is None and (len(groups) == 1 or len(set(found.counts)) > 1):  # a drafter's passes and a target's?
         found, groups = _speculative(codes) or (found, groups)
     runs, last_starts, typical = found.runs, found.last_starts, found.typical
     step_of = np.full(n, NO_STEP, dtype=np.int64)
@@ -76,6 +76,52 @@ def find_passes(codes: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, rep
 
 
 def _speculative(codes: np.ndarray) -> tuple[_Runs, list[list[tuple[int, int]]]] | None:
+    """The forward passes and steps of speculative decoding: from the passes told apart by their glue
+    (_spec_passes), else when the trace's repeating unit is a whole step (_nested_speculative)."""
+    passes = _spec_passes(codes, targets=2)
+    if passes is None:
+        return _nested_speculative(codes)
+    layers = [span for layers in passes for span in layers]
+    typical = int(np.median([b - a for a, b in layers]))
+    runs = [(layers[0][0], layers[-1][1]) for layers in passes]
+    found = _Runs(runs, [layers[-1][0] for layers in passes], [len(layers) for layers in passes], typical, layers)
+    return found, _verify_steps(runs, found.counts)
+
+
+def _spec_passes(codes: np.ndarray, targets: int) -> list[list[tuple[int, int]]] | None:
+    """The forward passes of a drafter and a target (each its layers), from the boundary context among the most
+    frequent runs of three kernels whose passes, told apart by their glue (mixers.passes_after_glue), show a drafter
+    (_drafter_shape, with at least `targets` verify passes) and explain the most kernels; else None."""
+    best: list[list[tuple[int, int]]] | None = None
+    for context in mixers.frequent_contexts(codes):
+        found = mixers.passes_after_glue(codes, context)
+        if found and _drafter_shape([len(layers) for layers in found], targets) and _kernels(found) > _kernels(best):
+            best = found
+    return best
+
+
+def _kernels(passes: list[list[tuple[int, int]]] | None) -> int:
+    return sum(b - a for layers in passes or [] for a, b in layers)
+
+
+def _drafter_shape(counts: list[int], targets: int) -> bool:
+    """Layers per pass of a drafter and a target: at least `targets` passes of the most layers (at least
+    MIN_TARGET_LAYERS), and the other passes, at least one, all of one smaller count (a drafter runs the same
+    layers each time)."""
+    most = max(counts)
+    others = {c for c in counts if c < most}
+    return most >= MIN_TARGET_LAYERS and counts.count(most) >= targets and len(others) == 1
+
+
+def _verify_steps(runs: list[tuple[int, int]], counts: list[int]) -> list[list[tuple[int, int]]]:
+    """Steps of speculative decoding: each verify pass (the most layers) and the drafter's passes before it, which
+    proposed what it verifies; drafter passes after the last verify join its step."""
+    ends = [i + 1 for i, count in enumerate(counts) if count == max(counts)]
+    ends[-1] = len(runs)
+    return [runs[a:b] for a, b in itertools.pairwise([0, *ends])]
+
+
+def _nested_speculative(codes: np.ndarray) -> tuple[_Runs, list[list[tuple[int, int]]]] | None:
     """The forward passes and steps of speculative decoding, when the trace's repeating unit is a whole step: a
     drafter's passes and a target's verify, whose layers are found inside it (nested). Taken when every step but
     the first and last shows a drafter (step_drafts), so that a trace of one forward pass stays one step."""
@@ -230,6 +276,12 @@ def step_drafts(codes: np.ndarray) -> np.ndarray | None:
     step's start (or the end of the target's pass) to the end of its last
     pass before the target's (or the step's end); each pass takes the glue before it (its prologue), and the last
     one before the target's its epilogue as long as the others' (_epilogue)."""
+    spec = _spec_passes(codes, targets=1)
+    counts = [len(layers) for layers in spec or []]
+    if spec and counts.count(max(counts)) == 1:
+        spans = [(layers[0][0], layers[-1][1]) for layers in spec]
+        verify = counts.index(max(counts))
+        return _draft_of(len(codes), spans[verify], spans[:verify] + spans[verify + 1 :])
     cache: dict[bytes, list[tuple[int, int]]] = {}
     found = _runs(codes, cache, short=1 / OVERLONG)
     if len(found.runs) < 2:
@@ -247,12 +299,18 @@ def step_drafts(codes: np.ndarray) -> np.ndarray | None:
         return None
     layer = (target[1] - target[0]) // most
     passes = list(itertools.chain.from_iterable(_draft_passes(codes, r, layer, cache) for r in drafts))
+    return _draft_of(len(codes), target, passes)
+
+
+def _draft_of(n: int, target: tuple[int, int], passes: list[tuple[int, int]]) -> np.ndarray | None:
+    """Per kernel of a step of `n`, its drafter's pass (NO_DRAFT for the target's), from the target's pass and the
+    drafter's (each from its first layer's start to its last layer's end); see step_drafts."""
     before = [b for _, b in passes if b <= target[0]]  # each pass reaches back to the previous one
     after = [a for a, _ in passes if a >= target[1]]  # each reaches on to the next one
     if before:  # the last pass before the target's keeps its epilogue
         before[-1] = min(before[-1] + _epilogue([p for p in passes if p[1] <= target[0]]), target[0])
-    draft_of = np.full(len(codes), NO_DRAFT, dtype=np.int64)
-    spans = [*itertools.pairwise([0, *before]), *itertools.pairwise([*after, len(codes)])]
+    draft_of = np.full(n, NO_DRAFT, dtype=np.int64)
+    spans = [*itertools.pairwise([0, *before]), *itertools.pairwise([*after, n])]
     if not spans:
         return None
     for index, (a, b) in enumerate(spans):
