@@ -40,6 +40,8 @@ class Passes:
     steps: int
     forward_passes: int
     method: str
+    draft_of: np.ndarray | None = None  # per kernel its drafter's pass in its step (NO_DRAFT: the target's), when
+    # the passes told the drafter apart (speculative decoding), else None: spec.py looks for it step by step
 
     @property
     def outside(self) -> int:
@@ -57,8 +59,8 @@ def find_passes(codes: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, rep
     mixed = _by_mixers(codes, found)
     found = mixed or found
     groups = _group(found.runs, found.counts)
-    if mixed is None and (len(groups) == 1 or len(set(found.counts)) > 1):  # a drafter's passes and a target's?
-        found, groups = _speculative(codes) or (found, groups)
+    spec = _speculative(codes) if mixed is None and (len(groups) == 1 or len(set(found.counts)) > 1) else None
+    found, groups = spec or (found, groups)  # a drafter's passes and a target's verify: the steps are the verifies
     runs, last_starts, typical = found.runs, found.last_starts, found.typical
     step_of = np.full(n, NO_STEP, dtype=np.int64)
     ends = dict(zip(runs, last_starts, strict=True))
@@ -72,7 +74,24 @@ def find_passes(codes: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, rep
     lo, hi = _first_kept(idle, groups[0][0][0], threshold), _end_kept(idle, groups[-1][-1][1], threshold)
     for step, (a, b) in enumerate(itertools.pairwise([lo, *cuts, hi])):
         step_of[a:b] = step
-    return Passes(step_of, len(groups), len(runs), "passes")
+    verify = dict(zip(runs, found.counts, strict=True)) if spec and spec[0].by_glue else None
+    draft_of = _drafts_by_step(n, [lo, *cuts, hi], groups, verify) if verify else None
+    return Passes(step_of, len(groups), len(runs), "passes", draft_of)
+
+
+def _drafts_by_step(
+    n: int, bounds: list[int], groups: list[list[tuple[int, int]]], counts: dict[tuple[int, int], int]
+) -> np.ndarray:
+    """Per kernel its drafter's pass in its step (see step_drafts) when each step of [bounds[i], bounds[i+1]) holds
+    the passes of `groups[i]`, the verify being the one of the most layers (`counts`)."""
+    draft_of = np.full(n, NO_DRAFT, dtype=np.int64)
+    for (lo, hi), runs in zip(itertools.pairwise(bounds), groups, strict=True):
+        local = [(a - lo, b - lo) for a, b in runs]
+        verify = max(range(len(runs)), key=lambda i: counts[runs[i]])
+        found = _draft_of(hi - lo, local[verify], local[:verify] + local[verify + 1 :])
+        if found is not None and len(runs) > 1:
+            draft_of[lo:hi] = found
+    return draft_of
 
 
 def _speculative(codes: np.ndarray) -> tuple[_Runs, list[list[tuple[int, int]]]] | None:
@@ -84,7 +103,7 @@ def _speculative(codes: np.ndarray) -> tuple[_Runs, list[list[tuple[int, int]]]]
     layers = [span for layers in passes for span in layers]
     typical = int(np.median([b - a for a, b in layers]))
     runs = [(layers[0][0], layers[-1][1]) for layers in passes]
-    found = _Runs(runs, [layers[-1][0] for layers in passes], [len(layers) for layers in passes], typical, layers)
+    found = _Runs(runs, [layers[-1][0] for layers in passes], [len(layers) for layers in passes], typical, layers, True)
     return found, _verify_steps(runs, found.counts)
 
 
@@ -143,6 +162,7 @@ class _Runs:
     counts: list[int]
     typical: int
     spans: list[tuple[int, int]]  # every layer span found, those left out of runs too
+    by_glue: bool = False  # a drafter's passes and a target's told apart by their glue (_spec_passes)
 
 
 def _by_mixers(codes: np.ndarray, found: _Runs) -> _Runs | None:

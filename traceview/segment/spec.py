@@ -28,11 +28,21 @@ SAMPLED = 5  # steps searched first, spread over the run
 
 
 def find_drafts(con: duckdb.DuckDBPyConnection) -> int:
-    """Fill `_seg_draft_of`; the number of steps that hold a drafter."""
+    """Fill `_seg_draft_of`; the number of steps that hold a drafter. The ranks whose steps are the verifies that
+    the forward passes found (`_seg_pass_drafts`, segment/steps.py) keep the drafter those passes told apart; the
+    others' steps are searched one by one."""
+    known = con.execute(
+        """
+        CREATE OR REPLACE TEMP TABLE _seg_known_drafts AS
+        SELECT p.activity_id, p.draft_pass, k.rank, k.step FROM _seg_pass_drafts p JOIN _seg_k k USING (activity_id);
+        SELECT count(DISTINCT (rank, step)) FROM _seg_known_drafts
+        """
+    ).fetchall()[0][0]
     data = con.execute(
         """
         WITH streams AS (
-            SELECT rank, step, stream_id, count(*) AS n FROM _seg_k WHERE kind = 'kernel' GROUP BY ALL
+            SELECT rank, step, stream_id, count(*) AS n FROM _seg_k WHERE kind = 'kernel'
+              AND rank NOT IN (SELECT rank FROM _seg_known_drafts) GROUP BY ALL
         ), main AS (
             SELECT rank, step, arg_max(stream_id, n) AS stream_id FROM streams GROUP BY ALL
         )
@@ -48,10 +58,14 @@ def find_drafts(con: duckdb.DuckDBPyConnection) -> int:
         ids, draft, steps = ids[:0], draft[:0], 0  # a drafter runs at every step: a few passes alike are not one
     frame = pd.DataFrame({"activity_id": ids, "draft_pass": draft})
     execute_with(
-        con, "_seg_draft_frame", frame, "CREATE OR REPLACE TEMP TABLE _seg_draft_of AS SELECT * FROM _seg_draft_frame"
+        con,
+        "_seg_draft_frame",
+        frame,
+        """CREATE OR REPLACE TEMP TABLE _seg_draft_of AS
+           SELECT * FROM _seg_draft_frame UNION ALL SELECT activity_id, draft_pass FROM _seg_known_drafts""",
     )
     _join_by_span(con)
-    return steps
+    return steps + known
 
 
 def _drafts_of_steps(data: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, int]:
