@@ -75,18 +75,24 @@ def find_passes(codes: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, rep
     for step, (a, b) in enumerate(itertools.pairwise([lo, *cuts, hi])):
         step_of[a:b] = step
     verify = dict(zip(runs, found.counts, strict=True)) if spec and spec[0].by_glue else None
-    draft_of = _drafts_by_step(n, [lo, *cuts, hi], groups, verify) if verify else None
+    normed = {run: _with_final_norm(codes, run, ends[run]) for run in runs}
+    draft_of = _drafts_by_step(n, [lo, *cuts, hi], groups, verify, normed) if verify else None
     return Passes(step_of, len(groups), len(runs), "passes", draft_of)
 
 
 def _drafts_by_step(
-    n: int, bounds: list[int], groups: list[list[tuple[int, int]]], counts: dict[tuple[int, int], int]
+    n: int,
+    bounds: list[int],
+    groups: list[list[tuple[int, int]]],
+    counts: dict[tuple[int, int], int],
+    normed: dict[tuple[int, int], tuple[int, int]],
 ) -> np.ndarray:
     """Per kernel its drafter's pass in its step (see step_drafts) when each step of [bounds[i], bounds[i+1]) holds
-    the passes of `groups[i]`, the verify being the one of the most layers (`counts`)."""
+    the passes of `groups[i]`, the verify being the one of the most layers (`counts`); a drafter's pass reaches to
+    the end of its final norm (`normed`)."""
     draft_of = np.full(n, NO_DRAFT, dtype=np.int64)
     for (lo, hi), runs in zip(itertools.pairwise(bounds), groups, strict=True):
-        local = [(a - lo, b - lo) for a, b in runs]
+        local = [(normed[r][0] - lo, normed[r][1] - lo) for r in runs]
         verify = max(range(len(runs)), key=lambda i: counts[runs[i]])
         found = _draft_of(hi - lo, local[verify], local[:verify] + local[verify + 1 :])
         if found is not None and len(runs) > 1:
@@ -299,7 +305,7 @@ def step_drafts(codes: np.ndarray) -> np.ndarray | None:
     spec = _spec_passes(codes, targets=1)
     counts = [len(layers) for layers in spec or []]
     if spec and counts.count(max(counts)) == 1:
-        spans = [(layers[0][0], layers[-1][1]) for layers in spec]
+        spans = [_with_final_norm(codes, (layers[0][0], layers[-1][1]), layers[-1][0]) for layers in spec]
         verify = counts.index(max(counts))
         return _draft_of(len(codes), spans[verify], spans[:verify] + spans[verify + 1 :])
     cache: dict[bytes, list[tuple[int, int]]] = {}
@@ -347,6 +353,15 @@ def _whole_passes(found: _Runs) -> bool:
         if start - end < MIN_GLUE or inside:
             return False
     return True
+
+
+def _with_final_norm(codes: np.ndarray, run: tuple[int, int], last_start: int) -> tuple[int, int]:
+    """A forward pass from its first layer to the end of its final norm: the kernels after its last layer (from
+    `last_start`) that repeat how that layer opens (its input norm), at most half a layer."""
+    start, end = run
+    size = min(end - last_start, len(codes) - end) // 2
+    same = codes[end : end + size] == codes[last_start : last_start + size]
+    return start, end + (size if same.all() else int(np.argmin(same)))
 
 
 def _epilogue(passes: list[tuple[int, int]]) -> int:
