@@ -76,12 +76,12 @@ def find_passes(codes: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, rep
         step_of[a:b] = step
     verify = dict(zip(runs, found.counts, strict=True)) if spec and spec[0].by_glue else None
     normed = {run: _with_final_norm(codes, run, ends[run]) for run in runs}
-    draft_of = _drafts_by_step(n, [lo, *cuts, hi], groups, verify, normed) if verify else None
+    draft_of = _drafts_by_step(codes, [lo, *cuts, hi], groups, verify, normed) if verify else None
     return Passes(step_of, len(groups), len(runs), "passes", draft_of)
 
 
 def _drafts_by_step(
-    n: int,
+    codes: np.ndarray,
     bounds: list[int],
     groups: list[list[tuple[int, int]]],
     counts: dict[tuple[int, int], int],
@@ -90,11 +90,11 @@ def _drafts_by_step(
     """Per kernel its drafter's pass in its step (see step_drafts) when each step of [bounds[i], bounds[i+1]) holds
     the passes of `groups[i]`, the verify being the one of the most layers (`counts`); a drafter's pass reaches to
     the end of its final norm (`normed`)."""
-    draft_of = np.full(n, NO_DRAFT, dtype=np.int64)
+    draft_of = np.full(len(codes), NO_DRAFT, dtype=np.int64)
     for (lo, hi), runs in zip(itertools.pairwise(bounds), groups, strict=True):
         local = [(normed[r][0] - lo, normed[r][1] - lo) for r in runs]
         verify = max(range(len(runs)), key=lambda i: counts[runs[i]])
-        found = _draft_of(hi - lo, local[verify], local[:verify] + local[verify + 1 :])
+        found = _draft_of(codes[lo:hi], local[verify], local[:verify] + local[verify + 1 :])
         if found is not None and len(runs) > 1:
             draft_of[lo:hi] = found
     return draft_of
@@ -307,7 +307,7 @@ def step_drafts(codes: np.ndarray) -> np.ndarray | None:
     if spec and counts.count(max(counts)) == 1:
         spans = [_with_final_norm(codes, (layers[0][0], layers[-1][1]), layers[-1][0]) for layers in spec]
         verify = counts.index(max(counts))
-        return _draft_of(len(codes), spans[verify], spans[:verify] + spans[verify + 1 :])
+        return _draft_of(codes, spans[verify], spans[:verify] + spans[verify + 1 :])
     cache: dict[bytes, list[tuple[int, int]]] = {}
     found = _runs(codes, cache, short=1 / OVERLONG)
     if len(found.runs) < 2:
@@ -325,16 +325,19 @@ def step_drafts(codes: np.ndarray) -> np.ndarray | None:
         return None
     layer = (target[1] - target[0]) // most
     passes = list(itertools.chain.from_iterable(_draft_passes(codes, r, layer, cache) for r in drafts))
-    return _draft_of(len(codes), target, passes)
+    return _draft_of(codes, target, passes)
 
 
-def _draft_of(n: int, target: tuple[int, int], passes: list[tuple[int, int]]) -> np.ndarray | None:
-    """Per kernel of a step of `n`, its drafter's pass (NO_DRAFT for the target's), from the target's pass and the
-    drafter's (each from its first layer's start to its last layer's end); see step_drafts."""
+def _draft_of(codes: np.ndarray, target: tuple[int, int], passes: list[tuple[int, int]]) -> np.ndarray | None:
+    """Per kernel of a step's `codes`, its drafter's pass (NO_DRAFT for the target's), from the target's pass and
+    the drafter's (each from its first layer's start to its last layer's end); see step_drafts."""
+    n = len(codes)
     before = [b for _, b in passes if b <= target[0]]  # each pass reaches back to the previous one
     after = [a for a, _ in passes if a >= target[1]]  # each reaches on to the next one
     if before:  # the last pass before the target's keeps its epilogue
-        before[-1] = min(before[-1] + _epilogue([p for p in passes if p[1] <= target[0]]), target[0])
+        drafts = [p for p in passes if p[1] <= target[0]]
+        epilogue = max(_epilogue(drafts), _shared_epilogue(codes, drafts, target[0]))
+        before[-1] = min(before[-1] + epilogue, target[0])
     draft_of = np.full(n, NO_DRAFT, dtype=np.int64)
     spans = [*itertools.pairwise([0, *before]), *itertools.pairwise([*after, n])]
     if not spans:
@@ -362,6 +365,18 @@ def _with_final_norm(codes: np.ndarray, run: tuple[int, int], last_start: int) -
     size = min(end - last_start, len(codes) - end) // 2
     same = codes[end : end + size] == codes[last_start : last_start + size]
     return start, end + (size if same.all() else int(np.argmin(same)))
+
+
+def _shared_epilogue(codes: np.ndarray, drafts: list[tuple[int, int]], target: int) -> int:
+    """The epilogue of the drafter's last pass before the target's (starting at `target`): what follows it and
+    what follows the pass before it (up to the last one) open alike - LM head, sampling, the host's bookkeeping -
+    until the target's prologue and the drafter's differ; 0 with one pass."""
+    if len(drafts) < 2:
+        return 0
+    (_, prev_end), (last_start, last_end) = drafts[-2:]
+    size = min(last_start - prev_end, target - last_end)
+    same = codes[last_end : last_end + size] == codes[prev_end : prev_end + size]
+    return size if same.all() else int(np.argmin(same))
 
 
 def _epilogue(passes: list[tuple[int, int]]) -> int:

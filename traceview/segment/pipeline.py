@@ -15,11 +15,12 @@ import numpy as np
 import pandas as pd
 
 from ..db import execute_with, has_rows
-from . import Method, SegmentOptions, SegmentResult, annotation, busy, family, graph, period, side_streams, spec, steps
+from . import Method, SegmentOptions, SegmentResult, annotation, busy, family, graph, passes, period, side_streams, spec, steps
 
 INDUCTOR_INDEX = r"^(triton_[a-z]+_fused_.*)_\d+$"
 COVERAGE_TO_TRUST = 0.5  # share of a step's kernels a method must place for auto to choose it
 LOW_CONFIDENCE = 0.8  # an inferred layer instance matching its unit less than this is reported
+MIN_VERIFY_LAYERS = passes.MIN_TARGET_LAYERS  # layers of a target's verify pass at least
 
 
 @dataclass(frozen=True)
@@ -201,7 +202,8 @@ def _period_layers(con: duckdb.DuckDBPyConnection, run_id: int, expected: int | 
         ), main AS (
             SELECT rank, step, arg_max(stream_id, n) AS stream_id FROM streams GROUP BY ALL
         )
-        SELECT k.rank, k.step, k.activity_id, k.code
+        SELECT k.rank, k.step, k.activity_id, k.code,
+               (k.rank, k.step) IN (SELECT (rank, step) FROM _seg_k WHERE draft_pass IS NOT NULL) AS verify
         FROM k JOIN main m ON k.rank = m.rank AND k.step = m.step AND k.stream_id IS NOT DISTINCT FROM m.stream_id
         WHERE k.kind = 'kernel'
         ORDER BY k.rank, k.step, k.start_ns, k.activity_id
@@ -262,9 +264,11 @@ def _solve_steps(
     data: dict[str, np.ndarray], families: dict[int, int], expected: int | None
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Run period.find_layers on each step's code sequence (once per distinct sequence), toward `expected` layers
-    per forward pass when the user gave the count."""
+    per forward pass when the user gave the count; a step that holds a drafter is the target's verify pass
+    (period.verify_pass)."""
     rank, step = np.asarray(data["rank"]), np.asarray(data["step"])
     ids, codes = np.asarray(data["activity_id"], dtype=np.int64), np.asarray(data["code"], dtype=np.int64)
+    verify = np.asarray(data["verify"], dtype=bool)
     family_ids = families_of(codes, families)
     change = np.flatnonzero((np.diff(rank) != 0) | (np.diff(step) != 0)) + 1
     edges = np.concatenate(([0], change, [len(ids)])) if len(ids) else np.array([0])
@@ -273,9 +277,10 @@ def _solve_steps(
     cache: dict[bytes, period.PeriodFit | None] = {}
     solved: list[tuple[int, int, int]] = []
     for lo, hi in itertools.pairwise(edges):  # one iteration per step
-        key = codes[lo:hi].tobytes()
+        key = codes[lo:hi].tobytes() + bytes(verify[lo : lo + 1])
         if key not in cache:
             cache[key] = period.find_layers(codes[lo:hi], families=family_ids[lo:hi], expected=expected)
+            cache[key] = period.verify_pass(codes[lo:hi], cache[key], MIN_VERIFY_LAYERS) if verify[lo] else cache[key]
         fit = cache[key]
         if fit is None:
             continue
