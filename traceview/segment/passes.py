@@ -363,19 +363,25 @@ def _with_final_norm(codes: np.ndarray, run: tuple[int, int], last_start: int) -
     `last_start`) that repeat how that layer opens (its input norm), at most half a layer."""
     start, end = run
     size = min(end - last_start, len(codes) - end) // 2
-    same = codes[end : end + size] == codes[last_start : last_start + size]
-    return start, end + (size if same.all() else int(np.argmin(same)))
+    return start, end + _common(codes[end : end + size], codes[last_start : last_start + size])
 
 
 def _shared_epilogue(codes: np.ndarray, drafts: list[tuple[int, int]], target: int) -> int:
     """The epilogue of the drafter's last pass before the target's (starting at `target`): what follows it and
     what follows the pass before it (up to the last one) open alike - LM head, sampling, the host's bookkeeping -
-    until the target's prologue and the drafter's differ; 0 with one pass."""
+    until the target's prologue and the drafter's differ; less what both end alike with (a prologue the target
+    shares with the drafter); 0 with one pass."""
     if len(drafts) < 2:
         return 0
     (_, prev_end), (last_start, last_end) = drafts[-2:]
-    size = min(last_start - prev_end, target - last_end)
-    same = codes[last_end : last_end + size] == codes[prev_end : prev_end + size]
+    between, after = codes[prev_end:last_start], codes[last_end:target]
+    return max(_common(between, after) - _common(between[::-1], after[::-1]), 0)
+
+
+def _common(a: np.ndarray, b: np.ndarray) -> int:
+    """The length of the common prefix of two code sequences."""
+    size = min(len(a), len(b))
+    same = a[:size] == b[:size]
     return size if same.all() else int(np.argmin(same))
 
 
