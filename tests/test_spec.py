@@ -8,6 +8,7 @@ known by construction cover the drafter's passes varying step by step.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from pathlib import Path
 
@@ -92,3 +93,86 @@ def test_diff_compares_the_targets_layers_and_shows_the_drafter_beside(tmp_path:
     assert result.summary["layers_per_step"] == [6, 6]
     assert [d["passes"] for d in result.summary["drafter_per_step"]] == [3, 1]
     assert any("the drafter per step (medians): 3 passes, 51 kernels" in n for n in result.notes)
+
+
+NORM = ("norm_pow", "norm_mean", "norm_rsqrt", "norm_mul")
+
+
+def _eager_spec_trace(path: Path, drafts: list[int], draft_layers: int = 2, after: bool = False, ann: bool = False) -> Path:
+    """Steps of eager speculative decoding with pre-norm layers (a residual add, then the next norm): the drafter's
+    passes of `draft_layers` layers, one token each, then the target's 6-layer verify of all the step's tokens (its
+    GEMMs named by their token count, as shapes pick kernels); `after`: the drafter runs after the verify (MTP), its
+    passes verified by the next step's. Every pass: embedding, layers, final norm, LM head, sampling, the host's
+    bookkeeping. `ann`: layers annotated `model.layers.N` and `draft.layers.N`."""
+    trace = KinetoTrace()
+
+    def forward(layers: int, tokens: int, stack: str) -> None:
+        for name in ("embedding", "rotary_cos", "rotary_sin"):
+            trace.launch_kernel(name, dur_us=2)
+        for i in range(layers):
+            with trace.cpu_range(f"{stack}.layers.{i}") if ann else contextlib.nullcontext():
+                for name in (*NORM, f"gemm_qkv_{tokens}", "rope", "attention", f"gemm_o_{tokens}", "residual_add"):
+                    trace.launch_kernel(name, dur_us=3)
+                for name in (*NORM, f"gemm_up_{tokens}", "silu", f"gemm_down_{tokens}", "residual_add"):
+                    trace.launch_kernel(name, dur_us=3)
+        for name in (*NORM, "lm_head", "argmax", "cat_ids", "compare", "fill"):
+            trace.launch_kernel(name, dur_us=1)
+
+    previous = 0
+    for count in drafts:
+        for _ in range(0 if after else count):
+            forward(draft_layers, 1, "draft")
+        forward(6, (previous if after else count) + 1, "model")
+        for _ in range(count if after else 0):
+            forward(draft_layers, 1, "draft")
+        previous = count
+        trace.cpu_ts = trace.gpu_ts + 50  # the host prepares the next step: the GPU idles
+    return trace.write(path)
+
+
+def _steps_and_layers(database: Path) -> tuple[list[tuple[int, int, int]], list[tuple[str | None, int]]]:
+    with traceview.connect(database) as con:
+        steps = con.execute(
+            """SELECT coalesce(s.draft_passes, 0), count(DISTINCT g.layer), count(g.layer)
+               FROM steps s LEFT JOIN gpu_activity g ON g.run_id = s.run_id AND g.step = s.step AND g.kind = 'kernel'
+               GROUP BY s.step, s.draft_passes ORDER BY s.step"""
+        ).fetchall()
+        roles = con.execute(
+            "SELECT role, count(*) FILTER (layer IS NOT NULL) FROM gpu_activity GROUP BY role ORDER BY role"
+        ).fetchall()
+    return steps, roles
+
+
+@pytest.mark.parametrize("drafts", [[4, 3, 2, 4, 1, 3, 0], [2, 2, 2, 2]], ids=["varying, down to none", "constant"])
+def test_an_eager_speculative_decode_told_apart_by_its_glue(tmp_path: Path, drafts: list[int]) -> None:
+    """Drafter and target run the same kernels (the drafter's passes differ only in layers per pass) and the host's
+    bookkeeping between passes is the same after every pass: the passes are told apart where a layer opens with
+    no residual add before it (mixers.passes_after_glue), the verify is the pass of the most layers."""
+    database = tmp_path / "run.db"
+    traceview.ingest([_eager_spec_trace(tmp_path / "spec.json", drafts)], database)
+    steps, roles = _steps_and_layers(database)
+    assert steps == [(d, 6, 6 * 17) for d in drafts]
+    assert roles == [("draft", 0), ("target", 6 * 17 * len(drafts))]
+
+
+def test_a_drafter_after_the_verify_drafts_for_the_next_step(tmp_path: Path) -> None:
+    """MTP-style: one layer per draft pass, run after the verify; its passes belong to the step whose verify
+    checks them, so the first step has none."""
+    database = tmp_path / "run.db"
+    traceview.ingest([_eager_spec_trace(tmp_path / "mtp.json", [2, 2, 2, 2, 2], draft_layers=1, after=True)], database)
+    steps, _ = _steps_and_layers(database)
+    assert [s[0] for s in steps] == [0, 2, 2, 2, 2]
+    assert {s[1] for s in steps} == {6}
+
+
+def test_annotated_layers_of_two_models(tmp_path: Path) -> None:
+    """`draft.layers.N` and `model.layers.N` ranges: the layers are the target's, numbered from 0 with their names,
+    whichever model ran first; the drafter's annotated layers are its kernels, role draft."""
+    database = tmp_path / "run.db"
+    traceview.ingest([_eager_spec_trace(tmp_path / "spec.json", [3, 2, 1, 0], ann=True)], database)
+    steps, roles = _steps_and_layers(database)
+    assert steps == [(d, 6, 6 * 17) for d in [3, 2, 1, 0]]
+    assert roles == [("draft", 0), ("target", 6 * 17 * 4)]
+    with traceview.connect(database) as con:
+        names = con.execute("SELECT DISTINCT layer, name, method FROM layers ORDER BY layer").fetchall()
+    assert names == [(i, f"model.layers.{i}", "annotation") for i in range(6)]

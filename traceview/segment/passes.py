@@ -59,7 +59,8 @@ def find_passes(codes: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, rep
     mixed = _by_mixers(codes, found)
     found = mixed or found
     groups = _group(found.runs, found.counts)
-    spec = _speculative(codes) if mixed is None and (len(groups) == 1 or len(set(found.counts)) > 1) else None
+    alike = len(groups) > 1 and len(set(found.counts)) == 1  # passes of one kind, several steps: no drafter
+    spec = None if alike else _speculative(codes, nested=mixed is None)
     found, groups = spec or (found, groups)  # a drafter's passes and a target's verify: the steps are the verifies
     runs, last_starts, typical = found.runs, found.last_starts, found.typical
     step_of = np.full(n, NO_STEP, dtype=np.int64)
@@ -75,6 +76,9 @@ def find_passes(codes: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, rep
     for step, (a, b) in enumerate(itertools.pairwise([lo, *cuts, hi])):
         step_of[a:b] = step
     verify = dict(zip(runs, found.counts, strict=True)) if spec and spec[0].by_glue else None
+    if verify and max(verify[r] for r in groups[-1]) < max(verify.values()):
+        step_of[step_of == len(groups) - 1] = NO_STEP  # the drafter's passes after the last verify: for none here
+        groups, cuts, hi = groups[:-1], cuts[:-1], cuts[-1]
     normed = {run: _with_final_norm(codes, run, ends[run]) for run in runs}
     draft_of = _drafts_by_step(codes, [lo, *cuts, hi], groups, verify, normed) if verify else None
     return Passes(step_of, len(groups), len(runs), "passes", draft_of)
@@ -100,12 +104,12 @@ def _drafts_by_step(
     return draft_of
 
 
-def _speculative(codes: np.ndarray) -> tuple[_Runs, list[list[tuple[int, int]]]] | None:
+def _speculative(codes: np.ndarray, nested: bool) -> tuple[_Runs, list[list[tuple[int, int]]]] | None:
     """The forward passes and steps of speculative decoding: from the passes told apart by their glue
-    (_spec_passes), else when the trace's repeating unit is a whole step (_nested_speculative)."""
+    (_spec_passes), else (`nested`) when the trace's repeating unit is a whole step (_nested_speculative)."""
     passes = _spec_passes(codes, targets=2)
     if passes is None:
-        return _nested_speculative(codes)
+        return _nested_speculative(codes) if nested else None
     layers = [span for layers in passes for span in layers]
     typical = int(np.median([b - a for a, b in layers]))
     runs = [(layers[0][0], layers[-1][1]) for layers in passes]
@@ -140,10 +144,10 @@ def _drafter_shape(counts: list[int], targets: int) -> bool:
 
 def _verify_steps(runs: list[tuple[int, int]], counts: list[int]) -> list[list[tuple[int, int]]]:
     """Steps of speculative decoding: each verify pass (the most layers) and the drafter's passes before it, which
-    proposed what it verifies; drafter passes after the last verify join its step."""
+    proposed what it verifies; the drafter's passes after the last verify, if any, are a group of their own (whose
+    tokens no verify in the trace checks: find_passes leaves them out of every step)."""
     ends = [i + 1 for i, count in enumerate(counts) if count == max(counts)]
-    ends[-1] = len(runs)
-    return [runs[a:b] for a, b in itertools.pairwise([0, *ends])]
+    return [runs[a:b] for a, b in itertools.pairwise([0, *ends, *([len(runs)] if ends[-1] < len(runs) else [])])]
 
 
 def _nested_speculative(codes: np.ndarray) -> tuple[_Runs, list[list[tuple[int, int]]]] | None:

@@ -109,6 +109,8 @@ def _layers(con: duckdb.DuckDBPyConnection, run_id: int, options: SegmentOptions
     enclosing = annotation.timelines(con, run_id) if named else 0
     if named and options.method in (Method.auto, Method.annotation):
         annotation.assign(con)
+        if drafted:
+            _target_layers_from_zero(con)
     else:
         con.execute("CREATE OR REPLACE TEMP TABLE _seg_ann (activity_id BIGINT, layer INTEGER, name VARCHAR)")
     if options.method in (Method.auto, Method.graph):
@@ -135,6 +137,22 @@ def _layers(con: duckdb.DuckDBPyConnection, run_id: int, options: SegmentOptions
         """
     )
     return _LayerOutcome(failed, enclosing, drafted, side_streams.set_apart(con))
+
+
+def _target_layers_from_zero(con: duckdb.DuckDBPyConnection) -> None:
+    """In a run with a drafter, the annotated layers that hold the target's kernels numbered from 0 in their order:
+    the drafter's own layer list (`draft.layers.N`) took the first indices if it ran first (annotation.py numbers
+    each list after the one before), and its kernels are in no layer."""
+    con.execute(
+        """
+        UPDATE _seg_ann a SET layer = r.layer
+        FROM (
+            SELECT layer AS old, (dense_rank() OVER (ORDER BY layer) - 1)::INTEGER AS layer
+            FROM (SELECT DISTINCT a.layer FROM _seg_ann a JOIN _seg_k k USING (activity_id) WHERE k.draft_pass IS NULL)
+        ) r
+        WHERE a.layer = r.old
+        """
+    )
 
 
 # The columns of `_seg_k` (alias k) that _seg_layer_of carries for _write.
@@ -318,7 +336,7 @@ def _write(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
                                       draft_pass = k.draft_pass
            FROM _seg_k k
            WHERE g.run_id = $run AND g.activity_id = k.activity_id
-             AND (k.rank, k.step) IN (SELECT DISTINCT (rank, step) FROM _seg_k WHERE draft_pass IS NOT NULL)""",
+             AND EXISTS (SELECT 1 FROM _seg_k WHERE draft_pass IS NOT NULL)""",
         params,
     )
     con.execute(
