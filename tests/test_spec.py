@@ -98,7 +98,9 @@ def test_diff_compares_the_targets_layers_and_shows_the_drafter_beside(tmp_path:
 NORM = ("norm_pow", "norm_mean", "norm_rsqrt", "norm_mul")
 
 
-def _eager_spec_trace(path: Path, drafts: list[int], draft_layers: int = 2, after: bool = False, ann: bool = False) -> Path:
+def _eager_spec_trace(
+    path: Path, drafts: list[int], draft_layers: int = 2, after: bool = False, ann: bool = False
+) -> Path:
     """Steps of eager speculative decoding with pre-norm layers (a residual add, then the next norm): the drafter's
     passes of `draft_layers` layers, one token each, then the target's 6-layer verify of all the step's tokens (its
     GEMMs named by their token count, as shapes pick kernels); `after`: the drafter runs after the verify (MTP), its

@@ -15,12 +15,11 @@ import numpy as np
 import pandas as pd
 
 from ..db import execute_with, has_rows
-from . import Method, SegmentOptions, SegmentResult, annotation, busy, family, graph, passes, period, side_streams, spec, steps
+from . import Method, SegmentOptions, SegmentResult, annotation, busy, family, graph, period, side_streams, spec, steps
 
 INDUCTOR_INDEX = r"^(triton_[a-z]+_fused_.*)_\d+$"
 COVERAGE_TO_TRUST = 0.5  # share of a step's kernels a method must place for auto to choose it
 LOW_CONFIDENCE = 0.8  # an inferred layer instance matching its unit less than this is reported
-MIN_VERIFY_LAYERS = passes.MIN_TARGET_LAYERS  # layers of a target's verify pass at least
 
 
 @dataclass(frozen=True)
@@ -297,8 +296,8 @@ def _solve_steps(
     for lo, hi in itertools.pairwise(edges):  # one iteration per step
         key = codes[lo:hi].tobytes() + bytes(verify[lo : lo + 1])
         if key not in cache:
-            cache[key] = period.find_layers(codes[lo:hi], families=family_ids[lo:hi], expected=expected)
-            cache[key] = period.verify_pass(codes[lo:hi], cache[key], MIN_VERIFY_LAYERS) if verify[lo] else cache[key]
+            fit = period.find_layers(codes[lo:hi], families=family_ids[lo:hi], expected=expected)
+            cache[key] = period.verify_pass(codes[lo:hi], fit, spec.MIN_VERIFY_LAYERS) if verify[lo] else fit
         fit = cache[key]
         if fit is None:
             continue

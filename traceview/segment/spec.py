@@ -25,6 +25,7 @@ from . import passes
 
 MIN_STEPS = 2  # steps that must show a drafter, and at least half of them, for the run to have one
 SAMPLED = 5  # steps searched first, spread over the run
+MIN_VERIFY_LAYERS = passes.MIN_TARGET_LAYERS  # layers of a target's verify pass at least
 
 
 def find_drafts(con: duckdb.DuckDBPyConnection) -> int:
