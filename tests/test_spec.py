@@ -99,13 +99,14 @@ NORM = ("norm_pow", "norm_mean", "norm_rsqrt", "norm_mul")
 
 
 def _eager_spec_trace(
-    path: Path, drafts: list[int], draft_layers: int = 2, after: bool = False, ann: bool = False
+    path: Path, drafts: list[int], draft_layers: int = 2, after: bool = False, ann: bool = False, vllm: bool = False
 ) -> Path:
     """Steps of eager speculative decoding with pre-norm layers (a residual add, then the next norm): the drafter's
     passes of `draft_layers` layers, one token each, then the target's 6-layer verify of all the step's tokens (its
     GEMMs named by their token count, as shapes pick kernels); `after`: the drafter runs after the verify (MTP), its
     passes verified by the next step's. Every pass: embedding, layers, final norm, LM head, sampling, the host's
-    bookkeeping. `ann`: layers annotated `model.layers.N` and `draft.layers.N`."""
+    bookkeeping. `ann`: layers annotated `model.layers.N` and `draft.layers.N`. `vllm`: vLLM v1's ranges, a step
+    `execute_context_0(0)_generation_1(1)` holding the verify and the drafting `gpu_model_runner: draft`."""
     trace = KinetoTrace()
 
     def forward(layers: int, tokens: int, stack: str) -> None:
@@ -120,13 +121,17 @@ def _eager_spec_trace(
         for name in (*NORM, "lm_head", "argmax", "cat_ids", "compare", "fill"):
             trace.launch_kernel(name, dur_us=1)
 
+    def drafting(count: int) -> None:
+        with trace.cpu_range("gpu_model_runner: draft") if vllm else contextlib.nullcontext():
+            for _ in range(count):
+                forward(draft_layers, 1, "draft")
+
     previous = 0
     for count in drafts:
-        for _ in range(0 if after else count):
-            forward(draft_layers, 1, "draft")
-        forward(6, (previous if after else count) + 1, "model")
-        for _ in range(count if after else 0):
-            forward(draft_layers, 1, "draft")
+        with trace.cpu_range("execute_context_0(0)_generation_1(1)") if vllm else contextlib.nullcontext():
+            drafting(0 if after else count)
+            forward(6, (previous if after else count) + 1, "model")
+            drafting(count if after else 0)
         previous = count
         trace.cpu_ts = trace.gpu_ts + 50  # the host prepares the next step: the GPU idles
     return trace.write(path)
@@ -178,3 +183,18 @@ def test_annotated_layers_of_two_models(tmp_path: Path) -> None:
     with traceview.connect(database) as con:
         names = con.execute("SELECT DISTINCT layer, name, method FROM layers ORDER BY layer").fetchall()
     assert names == [(i, f"model.layers.{i}", "annotation") for i in range(6)]
+
+
+@pytest.mark.parametrize("drafts", [[3, 3, 3, 3], [1, 1, 1, 1]], ids=["three passes", "one pass"])
+def test_vllm_drafting_ranges(tmp_path: Path, drafts: list[int]) -> None:
+    """vLLM v1 steps: the verify, then the drafting range (EAGLE-style one-layer passes for the next step). The
+    drafter's kernels are those launched in the range, its passes told apart by their glue; a lone one-layer pass
+    (whose token mixer no other piece repeats) is found from the range alone."""
+    database = tmp_path / "run.db"
+    trace = _eager_spec_trace(tmp_path / "vllm.json", drafts, draft_layers=1, after=True, vllm=True)
+    traceview.ingest([trace], database)
+    steps, roles = _steps_and_layers(database)
+    assert steps == [(d, 6, 6 * 17) for d in drafts]
+    assert roles == [("draft", 0), ("target", 6 * 17 * len(drafts))]
+    with traceview.connect(database) as con:
+        assert {m for (m,) in con.execute("SELECT DISTINCT method FROM steps").fetchall()} == {"engine"}

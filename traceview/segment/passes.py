@@ -4,6 +4,9 @@ A step must hold whole layers, so layers come first: the layers of the whole ker
 then again on long stretches it left uncovered - a prefill's layers are other kernels than a decode's), then the
 forward passes: runs of back-to-back layers. A step is one forward pass, or one repetition of a pattern of them
 (a draft model's pass and the target's, in speculative decoding); a trace of one forward pass is one step.
+Speculative decoding's passes are told apart by their glue (mixers.passes_after_glue): a step is a verify pass (the
+most layers) and the drafter's passes before it, and which kernels are the drafter's is known from the same passes
+(`Passes.draft_of`).
 
 Between two passes lie the epilogue of one and the prologue of the next. The step boundary is cut there: where a
 CUDA graph replay ends and the next begins, else at the longest GPU idle gap (the host's work between iterations).
@@ -14,6 +17,7 @@ inside a pass) belong to no step.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -121,12 +125,29 @@ def _spec_passes(codes: np.ndarray, targets: int) -> list[list[tuple[int, int]]]
     """The forward passes of a drafter and a target (each its layers), from the boundary context among the most
     frequent runs of three kernels whose passes, told apart by their glue (mixers.passes_after_glue), show a drafter
     (_drafter_shape, with at least `targets` verify passes) and explain the most kernels; else None."""
+    return _best_passes(codes, lambda counts: _drafter_shape(counts, targets))
+
+
+def _best_passes(codes: np.ndarray, shape: Callable[[list[int]], bool]) -> list[list[tuple[int, int]]] | None:
+    """Of the forward passes told apart by their glue from each of the most frequent runs of three kernels
+    (mixers.frequent_contexts, mixers.passes_after_glue), those whose layers per pass have the `shape` and that
+    explain the most kernels; else None."""
     best: list[list[tuple[int, int]]] | None = None
     for context in mixers.frequent_contexts(codes):
         found = mixers.passes_after_glue(codes, context)
-        if found and _drafter_shape([len(layers) for layers in found], targets) and _kernels(found) > _kernels(best):
+        if found and shape([len(layers) for layers in found]) and _kernels(found) > _kernels(best):
             best = found
     return best
+
+
+def drafter_passes(codes: np.ndarray) -> np.ndarray:
+    """Per kernel of a drafter's work in one step (an engine's drafting range: its kernels in order), its forward
+    pass: the passes told apart by their glue (mixers.passes_after_glue), all of one number of layers, from the
+    boundary context that explains the most kernels; each pass reaches back to the end of the one before (its final
+    norm, _with_final_norm), the last one on to the end. One pass when none are told apart."""
+    best = _best_passes(codes, lambda counts: len(set(counts)) == 1)
+    ends = [_with_final_norm(codes, (p[0][0], p[-1][1]), p[-1][0])[1] for p in (best or [])[:-1]]
+    return np.searchsorted(np.asarray(ends, dtype=np.int64), np.arange(len(codes)), side="right").astype(np.int64)
 
 
 def _kernels(passes: list[list[tuple[int, int]]] | None) -> int:
@@ -297,7 +318,9 @@ def _group(runs: list[tuple[int, int]], counts: list[int]) -> list[list[tuple[in
 
 def step_drafts(codes: np.ndarray) -> np.ndarray | None:
     """Per kernel of one step (its main stream, in order), its drafter's forward pass (NO_DRAFT for the target's
-    kernels), or None when the step shows no drafter. The step's forward passes are its runs of layers: the longest
+    kernels), or None when the step shows no drafter. First from the passes told apart by their glue (_spec_passes:
+    one verify, the pass of the most layers; the drafter's passes each reach to their final norm); else the step's
+    forward passes are its runs of layers: the longest
     is the target's verify (when it has the most layers, at least MIN_TARGET_LAYERS, and no other pass is about as
     long); passes of fewer layers,
     all of one count, are the drafter's (runs of several counts are layers of several kinds). A drafter's passes

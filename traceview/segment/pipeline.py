@@ -40,7 +40,7 @@ def segment_run(con: duckdb.DuckDBPyConnection, run_id: int, options: SegmentOpt
     _stage(con, run_id)
     found_steps = steps.find_steps(con, run_id, options.step_pattern)
     _stage_steps(con)
-    drafted = spec.find_drafts(con)
+    drafted = spec.find_drafts(con, run_id)
     _mark_drafts(con)
     outcome = _layers(con, run_id, options, drafted)
     _write(con, run_id)
