@@ -199,19 +199,23 @@ def frequent_contexts(codes: np.ndarray) -> list[tuple[int, int, int]]:
     return [(int(a), int(b), int(c)) for a, b, c in distinct[order[counts[order] >= 4]]]
 
 
-def passes_after_glue(codes: np.ndarray, context: tuple[int, int, int]) -> list[list[tuple[int, int]]] | None:
+def passes_after_glue(
+    codes: np.ndarray, context: tuple[int, int, int], opening: bool = False
+) -> list[list[tuple[int, int]]] | None:
     """Per forward pass of `codes`, its layers of halves (see the module's docstring), the passes told apart by
     their glue rather than by the kernels of the sequence's own prologue and epilogue (the glue between a drafter's
     passes and a target's differs from place to place): a piece is the glue before a pass when it ends with a copy
     of another piece - the pass's first token mixer, where no residual add precedes the input norm and so no mark
     is - after at least MIN_GLUE kernels of its own. A pass may hold a single layer (an MTP head). Pieces before the
-    first glue are no pass. None when a pass has an odd number of marks or the halves disagree."""
+    first glue are no pass. `opening`: the sequence opens with a pass (a drafter's work in one step), so its first
+    piece, the pass's prologue and first token mixer, is glue and a copy (one-layer passes repeat no other piece).
+    None when a pass has an odd number of marks or the halves disagree."""
     marks = [int(m) for m in marks_of(codes, context)]
     if len(marks) < 4:
         return None
     pieces = [(0, marks[0]), *itertools.pairwise(marks), (marks[-1], len(codes))]
-    copies = _by_length({codes[a:b].tobytes() for a, b in pieces[1:-1]})
-    starts = [_glue_end(codes, piece, copies) for piece in pieces]
+    copies = _by_length({codes[a:b].tobytes() for a, b in pieces[0 if opening else 1 : -1]})
+    starts = [0 if opening else _glue_end(codes, pieces[0], copies)] + [_glue_end(codes, p, copies) for p in pieces[1:]]
     glue = [i for i, start in enumerate(starts) if start is not None and i < len(marks)]  # a pass follows it
     owns = [marks[g:h] for g, h in zip(glue, [*glue[1:], len(marks)], strict=False)]
     if not owns or any(len(own) % 2 for own in owns) or not _halves_agree(codes, owns):

@@ -64,7 +64,7 @@ def find_passes(codes: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, rep
     found = mixed or found
     groups = _group(found.runs, found.counts)
     alike = len(groups) > 1 and len(set(found.counts)) == 1  # passes of one kind, several steps: no drafter
-    spec = None if alike else _speculative(codes, nested=mixed is None)
+    spec = None if alike else _speculative(codes, nested=mixed is None and len(groups) == 1)
     found, groups = spec or (found, groups)  # a drafter's passes and a target's verify: the steps are the verifies
     runs, last_starts, typical = found.runs, found.last_starts, found.typical
     step_of = np.full(n, NO_STEP, dtype=np.int64)
@@ -128,13 +128,15 @@ def _spec_passes(codes: np.ndarray, targets: int) -> list[list[tuple[int, int]]]
     return _best_passes(codes, lambda counts: _drafter_shape(counts, targets))
 
 
-def _best_passes(codes: np.ndarray, shape: Callable[[list[int]], bool]) -> list[list[tuple[int, int]]] | None:
+def _best_passes(
+    codes: np.ndarray, shape: Callable[[list[int]], bool], opening: bool = False
+) -> list[list[tuple[int, int]]] | None:
     """Of the forward passes told apart by their glue from each of the most frequent runs of three kernels
-    (mixers.frequent_contexts, mixers.passes_after_glue), those whose layers per pass have the `shape` and that
-    explain the most kernels; else None."""
+    (mixers.frequent_contexts, mixers.passes_after_glue, `opening` as there), those whose layers per pass have the
+    `shape` and that explain the most kernels; else None."""
     best: list[list[tuple[int, int]]] | None = None
     for context in mixers.frequent_contexts(codes):
-        found = mixers.passes_after_glue(codes, context)
+        found = mixers.passes_after_glue(codes, context, opening)
         if found and shape([len(layers) for layers in found]) and _kernels(found) > _kernels(best):
             best = found
     return best
@@ -145,7 +147,7 @@ def drafter_passes(codes: np.ndarray) -> np.ndarray:
     pass: the passes told apart by their glue (mixers.passes_after_glue), all of one number of layers, from the
     boundary context that explains the most kernels; each pass reaches back to the end of the one before (its final
     norm, _with_final_norm), the last one on to the end. One pass when none are told apart."""
-    best = _best_passes(codes, lambda counts: len(set(counts)) == 1)
+    best = _best_passes(codes, lambda counts: len(set(counts)) == 1, opening=True)
     ends = [_with_final_norm(codes, (p[0][0], p[-1][1]), p[-1][0])[1] for p in (best or [])[:-1]]
     return np.searchsorted(np.asarray(ends, dtype=np.int64), np.arange(len(codes)), side="right").astype(np.int64)
 

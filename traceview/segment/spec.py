@@ -92,7 +92,7 @@ def _engine_drafts(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
                                        AND k.l_start < r.end_ns
             WHERE k.kind = 'kernel'
         ), main AS (
-            SELECT rank, step, stream_id FROM drafted GROUP BY ALL
+            SELECT rank, step, stream_id FROM drafted GROUP BY rank, step, stream_id
             QUALIFY row_number() OVER (PARTITION BY rank, step ORDER BY count(*) DESC, stream_id NULLS LAST) = 1
         )
         SELECT d.rank, d.step, d.activity_id, d.code FROM drafted d JOIN main m USING (rank, step, stream_id)
@@ -104,8 +104,18 @@ def _engine_drafts(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
     key = np.asarray(data["rank"], dtype=np.int64) * 2**32 + np.asarray(data["step"], dtype=np.int64)
     edges = [0, *(np.flatnonzero(np.diff(key)) + 1), len(ids)] if len(ids) else []
     draft = np.concatenate([passes.drafter_passes(codes[a:b]) for a, b in itertools.pairwise(edges)] or [ids[:0]])
-    frame = pd.DataFrame({"activity_id": ids, "draft_pass": draft})
-    execute_with(con, "_seg_engine_frame", frame, "INSERT INTO _seg_pass_drafts SELECT * FROM _seg_engine_frame")
+    frame = pd.DataFrame({"activity_id": ids, "draft_pass": draft, "rank": np.asarray(data["rank"], dtype=np.int64)})
+    execute_with(
+        con,
+        "_seg_engine_frame",
+        frame,
+        """
+        -- the engine's ranges replace what the forward passes told apart on the same ranks
+        DELETE FROM _seg_pass_drafts WHERE activity_id IN (
+            SELECT activity_id FROM _seg_k WHERE rank IN (SELECT rank FROM _seg_engine_frame));
+        INSERT INTO _seg_pass_drafts SELECT activity_id, draft_pass FROM _seg_engine_frame
+        """,
+    )
 
 
 def _drafts_of_steps(data: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray, int]:
