@@ -105,7 +105,8 @@ def _eager_spec_trace(
     passes of `draft_layers` layers, one token each, then the target's 6-layer verify of all the step's tokens (its
     GEMMs named by their token count, as shapes pick kernels); `after`: the drafter runs after the verify (MTP), its
     passes verified by the next step's. Every pass: embedding, layers, final norm, LM head, sampling, the host's
-    bookkeeping. `ann`: layers annotated `model.layers.N` and `draft.layers.N`. `vllm`: vLLM v1's ranges, a step
+    bookkeeping. `ann`: layers annotated `model.layers.N` and `draft.layers.N`, steps `spec_step_N` (as
+    sample_traces/spec/record_spec.py's annotated twin). `vllm`: vLLM v1's ranges, a step
     `execute_context_0(0)_generation_1(1)` holding the verify and the drafting `gpu_model_runner: draft`."""
     trace = KinetoTrace()
 
@@ -127,8 +128,9 @@ def _eager_spec_trace(
                 forward(draft_layers, 1, "draft")
 
     previous = 0
-    for count in drafts:
-        with trace.cpu_range("execute_context_0(0)_generation_1(1)") if vllm else contextlib.nullcontext():
+    for index, count in enumerate(drafts):
+        step = "execute_context_0(0)_generation_1(1)" if vllm else f"spec_step_{index}"
+        with trace.cpu_range(step) if vllm or ann else contextlib.nullcontext():
             drafting(0 if after else count)
             forward(6, (previous if after else count) + 1, "model")
             drafting(count if after else 0)
@@ -173,8 +175,9 @@ def test_a_drafter_after_the_verify_drafts_for_the_next_step(tmp_path: Path) -> 
 
 
 def test_annotated_layers_of_two_models(tmp_path: Path) -> None:
-    """`draft.layers.N` and `model.layers.N` ranges: the layers are the target's, numbered from 0 with their names,
-    whichever model ran first; the drafter's annotated layers are its kernels, role draft."""
+    """`draft.layers.N` and `model.layers.N` ranges, a `spec_step_N` range per step: the layers are the target's,
+    numbered from 0 with their names, whichever model ran first; the drafter's annotated layers are its kernels,
+    role draft, its passes counted in each annotated step."""
     database = tmp_path / "run.db"
     traceview.ingest([_eager_spec_trace(tmp_path / "spec.json", [3, 2, 1, 0], ann=True)], database)
     steps, roles = _steps_and_layers(database)
@@ -183,6 +186,8 @@ def test_annotated_layers_of_two_models(tmp_path: Path) -> None:
     with traceview.connect(database) as con:
         names = con.execute("SELECT DISTINCT layer, name, method FROM layers ORDER BY layer").fetchall()
     assert names == [(i, f"model.layers.{i}", "annotation") for i in range(6)]
+    with traceview.connect(database) as con:
+        assert {m for (m,) in con.execute("SELECT DISTINCT method FROM steps").fetchall()} == {"pattern"}
 
 
 @pytest.mark.parametrize("drafts", [[3, 3, 3, 3], [1, 1, 1, 1]], ids=["three passes", "one pass"])
