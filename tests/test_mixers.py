@@ -123,3 +123,23 @@ def test_layers_found_several_kernels_out_of_phase_are_put_back_in_phase(shift: 
     codes, truth = trace(STACKS["MoE every other layer"], 3)
     spans = [(a + shift, b + shift) for layers in truth for a, b in layers]
     assert mixers.forward_passes(codes, spans) == truth
+
+
+def test_passes_of_a_drafter_and_a_target_are_told_apart_by_their_glue() -> None:
+    """Speculative decoding: a 2-layer drafter's passes and a 6-layer target's, the same kernels (dense first, then
+    MoE), the glue after the drafter's passes another than after the target's (the host's bookkeeping). Each pass
+    opens with a token mixer that no residual add precedes: the piece before it, ending with a copy of a token
+    mixer, is the glue, and every pass's layers are found, whatever their number."""
+    drafter, target = [ATTENTION + MLP] * 2, [ATTENTION + MLP] + [ATTENTION + MOE] * 5
+    out: list[int] = []
+    truth = []
+    for layers, glue in [(drafter, [300]), (drafter, [300]), (target, [301, 302]), (drafter, [300]), (target, [301])]:
+        out += PROLOGUE
+        bounds = list(itertools.accumulate([len(out), *map(len, layers)]))
+        truth.append(list(itertools.pairwise(bounds)))
+        out += [c for layer in layers for c in layer] + EPILOGUE + glue
+    codes = np.array(out, dtype=np.int64)
+    context = (R[-1], N[0], N[1])
+    assert context in mixers.frequent_contexts(codes)
+    assert mixers.passes_after_glue(codes, context) == truth
+    assert mixers.passes_after_glue(codes, (N[0], N[1], N[2])) is None  # marks inside the norm: every layer opens

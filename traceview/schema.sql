@@ -119,7 +119,7 @@ COMMENT ON COLUMN gpu_activity.block IS 'Kernel block size [x, y, z].';
 COMMENT ON COLUMN gpu_activity.bytes IS 'Bytes moved or set, for memcpy and memset.';
 COMMENT ON COLUMN gpu_activity.step IS 'Step (steps.step) the work belongs to; NULL before segmentation or outside every step.';
 COMMENT ON COLUMN gpu_activity.layer IS 'Transformer layer index (layers.layer); NULL outside layers (prologue, epilogue) or before segmentation.';
-COMMENT ON COLUMN gpu_activity.role IS 'In a step of speculative decoding: draft (a kernel of the drafter''s forward passes, in no layer) or target (the other kernels of the step: the verify pass, its layers and the host''s glue); NULL in a run without a drafter.';
+COMMENT ON COLUMN gpu_activity.role IS 'In a step of a run with a speculative drafter: draft (a kernel of the drafter''s forward passes, in no layer) or target (the other kernels of the step: the verify pass, its layers and the host''s glue; all of a step without drafts); NULL in a run without a drafter and outside every step.';
 COMMENT ON COLUMN gpu_activity.draft_pass IS 'For role draft: the drafter''s forward pass within the step, from 0 (one proposed token each); else NULL.';
 
 CREATE TABLE IF NOT EXISTS launches (

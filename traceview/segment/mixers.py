@@ -41,6 +41,9 @@ MAX_CONTEXTS = 40  # boundary contexts tried (layers found out of phase start so
 # how far from a found layer's start its true start is looked for, nearest first (one or two kernels into the norm,
 # the most common, first)
 SHIFTS = (0, -1, -2, 1, 2, -3, 3, -4, 4, -5, 5, -6, 6, -7, 7, -8, 8)
+MAX_TRIGRAMS = 24  # the most frequent runs of three kernels tried as the boundary context when no layers give it
+MIN_GLUE = 3  # kernels of its own a piece holds before a pass's first token mixer to be the glue: final norm, LM
+# head, embedding
 
 
 def forward_passes(codes: np.ndarray, spans: Sequence[tuple[int, int]]) -> list[list[tuple[int, int]]] | None:
@@ -182,5 +185,59 @@ def _ends_with_copy(codes: np.ndarray, before: tuple[int, int], copies: set[byte
     for copy in sorted(copies, key=len, reverse=True):
         length = len(copy) // codes.itemsize
         if length <= hi - lo and codes[hi - length : hi].tobytes() == copy:
+            return hi - length
+    return None
+
+
+def frequent_contexts(codes: np.ndarray) -> list[tuple[int, int, int]]:
+    """The MAX_TRIGRAMS most frequent runs of three kernels that recur at least four times (two passes of a layer,
+    two marks each), most frequent first: the boundary context is among them when no found layers give it (a
+    drafter's passes and a target's hide the layer from the repeating unit)."""
+    if len(codes) < 3:
+        return []
+    trigrams = np.stack([codes[:-2], codes[1:-1], codes[2:]], axis=1)
+    distinct, first, counts = np.unique(trigrams, axis=0, return_index=True, return_counts=True)
+    order = np.lexsort((first, -counts))[:MAX_TRIGRAMS]
+    return [(int(a), int(b), int(c)) for a, b, c in distinct[order[counts[order] >= 4]]]
+
+
+def passes_after_glue(
+    codes: np.ndarray, context: tuple[int, int, int], opening: bool = False
+) -> list[list[tuple[int, int]]] | None:
+    """Per forward pass of `codes`, its layers of halves (see the module's docstring), the passes told apart by
+    their glue rather than by the kernels of the sequence's own prologue and epilogue (the glue between a drafter's
+    passes and a target's differs from place to place): a piece is the glue before a pass when it ends with a copy
+    of another piece - the pass's first token mixer, where no residual add precedes the input norm and so no mark
+    is - after at least MIN_GLUE kernels of its own. A pass may hold a single layer (an MTP head). Pieces before the
+    first glue are no pass. `opening`: the sequence opens with a pass (a drafter's work in one step), so its first
+    piece, the pass's prologue and first token mixer, is glue and a copy (one-layer passes repeat no other piece).
+    None when a pass has an odd number of marks or the halves disagree."""
+    marks = [int(m) for m in marks_of(codes, context)]
+    if len(marks) < 4:
+        return None
+    pieces = [(0, marks[0]), *itertools.pairwise(marks), (marks[-1], len(codes))]
+    copies = _by_length({codes[a:b].tobytes() for a, b in pieces[0 if opening else 1 : -1]})
+    starts = [0 if opening else _glue_end(codes, pieces[0], copies)] + [_glue_end(codes, p, copies) for p in pieces[1:]]
+    glue = [i for i, start in enumerate(starts) if start is not None and i < len(marks)]  # a pass follows it
+    owns = [marks[g:h] for g, h in zip(glue, [*glue[1:], len(marks)], strict=False)]
+    if not owns or any(len(own) % 2 for own in owns) or not _halves_agree(codes, owns):
+        return None
+    return [list(itertools.pairwise([starts[g], *own[1:-1:2], own[-1]])) for g, own in zip(glue, owns, strict=True)]
+
+
+def _by_length(contents: set[bytes]) -> dict[int, set[bytes]]:
+    out: dict[int, set[bytes]] = {}
+    for content in contents:
+        out.setdefault(len(content), set()).add(content)
+    return out
+
+
+def _glue_end(codes: np.ndarray, piece: tuple[int, int], copies: dict[int, set[bytes]]) -> int | None:
+    """Where the copy of another piece that ends `piece` starts (the longest), when MIN_GLUE kernels or more
+    precede it in the piece; else None."""
+    lo, hi = piece
+    for size in sorted(copies, reverse=True):
+        length = size // codes.itemsize
+        if length + MIN_GLUE <= hi - lo and codes[hi - length : hi].tobytes() in copies[size]:
             return hi - length
     return None

@@ -4,6 +4,9 @@ A step must hold whole layers, so layers come first: the layers of the whole ker
 then again on long stretches it left uncovered - a prefill's layers are other kernels than a decode's), then the
 forward passes: runs of back-to-back layers. A step is one forward pass, or one repetition of a pattern of them
 (a draft model's pass and the target's, in speculative decoding); a trace of one forward pass is one step.
+Speculative decoding's passes are told apart by their glue (mixers.passes_after_glue): a step is a verify pass (the
+most layers) and the drafter's passes before it, and which kernels are the drafter's is known from the same passes
+(`Passes.draft_of`).
 
 Between two passes lie the epilogue of one and the prologue of the next. The step boundary is cut there: where a
 CUDA graph replay ends and the next begins, else at the longest GPU idle gap (the host's work between iterations),
@@ -16,6 +19,7 @@ inside a pass) belong to no step.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -42,6 +46,8 @@ class Passes:
     steps: int
     forward_passes: int
     method: str
+    draft_of: np.ndarray | None = None  # per kernel its drafter's pass in its step (NO_DRAFT: the target's), when
+    # the passes told the drafter apart (speculative decoding), else None: spec.py looks for it step by step
 
     @property
     def outside(self) -> int:
@@ -59,10 +65,11 @@ def find_passes(codes: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, rep
     mixed = _by_mixers(codes, found)
     found = mixed or found
     groups = _group(found.runs, found.counts)
-    if len(groups) == 1 and mixed is None:  # one step: or the repeating unit was a whole step of speculative decoding
-        found, groups = _speculative(codes) or (found, groups)
+    alike = len(groups) > 1 and len(set(found.counts)) == 1  # passes of one kind, several steps: no drafter
+    spec = None if alike else _speculative(codes, nested=mixed is None and len(groups) == 1)
+    found, groups = spec or (found, groups)  # a drafter's passes and a target's verify: the steps are the verifies
     runs, last_starts = found.runs, found.last_starts
-    typical = 0 if mixed else found.typical
+    typical = 0 if mixed and spec is None else found.typical
     step_of = np.full(n, NO_STEP, dtype=np.int64)
     ends = dict(zip(runs, last_starts, strict=True))
     # a pass's last layer may have been cut short (an expert loop's end looks like a layer's): the boundary is
@@ -80,10 +87,101 @@ def find_passes(codes: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, rep
     lo, hi = _first_kept(idle, groups[0][0][0], threshold), _end_kept(idle, groups[-1][-1][1], threshold)
     for step, (a, b) in enumerate(itertools.pairwise([lo, *cuts, hi])):
         step_of[a:b] = step
-    return Passes(step_of, len(groups), len(runs), "passes")
+    verify = dict(zip(runs, found.counts, strict=True)) if spec and spec[0].by_glue else None
+    if verify and max(verify[r] for r in groups[-1]) < max(verify.values()):
+        step_of[step_of == len(groups) - 1] = NO_STEP  # the drafter's passes after the last verify: for none here
+        groups, cuts, hi = groups[:-1], cuts[:-1], cuts[-1]
+    normed = {run: _with_final_norm(codes, run, ends[run]) for run in runs}
+    draft_of = _drafts_by_step(codes, [lo, *cuts, hi], groups, verify, normed) if verify else None
+    return Passes(step_of, len(groups), len(runs), "passes", draft_of)
 
 
-def _speculative(codes: np.ndarray) -> tuple[_Runs, list[list[tuple[int, int]]]] | None:
+def _drafts_by_step(
+    codes: np.ndarray,
+    bounds: list[int],
+    groups: list[list[tuple[int, int]]],
+    counts: dict[tuple[int, int], int],
+    normed: dict[tuple[int, int], tuple[int, int]],
+) -> np.ndarray:
+    """Per kernel its drafter's pass in its step (see step_drafts) when each step of [bounds[i], bounds[i+1]) holds
+    the passes of `groups[i]`, the verify being the one of the most layers (`counts`); a drafter's pass reaches to
+    the end of its final norm (`normed`)."""
+    draft_of = np.full(len(codes), NO_DRAFT, dtype=np.int64)
+    for (lo, hi), runs in zip(itertools.pairwise(bounds), groups, strict=True):
+        local = [(normed[r][0] - lo, normed[r][1] - lo) for r in runs]
+        verify = max(range(len(runs)), key=lambda i: counts[runs[i]])
+        found = _draft_of(codes[lo:hi], local[verify], local[:verify] + local[verify + 1 :])
+        if found is not None and len(runs) > 1:
+            draft_of[lo:hi] = found
+    return draft_of
+
+
+def _speculative(codes: np.ndarray, nested: bool) -> tuple[_Runs, list[list[tuple[int, int]]]] | None:
+    """The forward passes and steps of speculative decoding: from the passes told apart by their glue
+    (_spec_passes), else (`nested`) when the trace's repeating unit is a whole step (_nested_speculative)."""
+    passes = _spec_passes(codes, targets=2)
+    if passes is None:
+        return _nested_speculative(codes) if nested else None
+    layers = [span for layers in passes for span in layers]
+    typical = int(np.median([b - a for a, b in layers]))
+    runs = [(layers[0][0], layers[-1][1]) for layers in passes]
+    found = _Runs(runs, [layers[-1][0] for layers in passes], [len(layers) for layers in passes], typical, layers, True)
+    return found, _verify_steps(runs, found.counts)
+
+
+def _spec_passes(codes: np.ndarray, targets: int) -> list[list[tuple[int, int]]] | None:
+    """The forward passes of a drafter and a target (each its layers), from the boundary context among the most
+    frequent runs of three kernels whose passes, told apart by their glue (mixers.passes_after_glue), show a drafter
+    (_drafter_shape, with at least `targets` verify passes) and explain the most kernels; else None."""
+    return _best_passes(codes, lambda counts: _drafter_shape(counts, targets))
+
+
+def _best_passes(
+    codes: np.ndarray, shape: Callable[[list[int]], bool], opening: bool = False
+) -> list[list[tuple[int, int]]] | None:
+    """Of the forward passes told apart by their glue from each of the most frequent runs of three kernels
+    (mixers.frequent_contexts, mixers.passes_after_glue, `opening` as there), those whose layers per pass have the
+    `shape` and that explain the most kernels; else None."""
+    best: list[list[tuple[int, int]]] | None = None
+    for context in mixers.frequent_contexts(codes):
+        found = mixers.passes_after_glue(codes, context, opening)
+        if found and shape([len(layers) for layers in found]) and _kernels(found) > _kernels(best):
+            best = found
+    return best
+
+
+def drafter_passes(codes: np.ndarray) -> np.ndarray:
+    """Per kernel of a drafter's work in one step (an engine's drafting range: its kernels in order), its forward
+    pass: the passes told apart by their glue (mixers.passes_after_glue), all of one number of layers, from the
+    boundary context that explains the most kernels; each pass reaches back to the end of the one before (its final
+    norm, _with_final_norm), the last one on to the end. One pass when none are told apart."""
+    best = _best_passes(codes, lambda counts: len(set(counts)) == 1, opening=True)
+    ends = [_with_final_norm(codes, (p[0][0], p[-1][1]), p[-1][0])[1] for p in (best or [])[:-1]]
+    return np.searchsorted(np.asarray(ends, dtype=np.int64), np.arange(len(codes)), side="right").astype(np.int64)
+
+
+def _kernels(passes: list[list[tuple[int, int]]] | None) -> int:
+    return sum(b - a for layers in passes or [] for a, b in layers)
+
+
+def _drafter_shape(counts: list[int], targets: int) -> bool:
+    """Layers per pass of a drafter and a target: at least `targets` passes of the most layers (at least
+    MIN_TARGET_LAYERS), and the other passes, at least one, all of one smaller count (a drafter runs the same
+    layers each time)."""
+    most = max(counts)
+    others = {c for c in counts if c < most}
+    return most >= MIN_TARGET_LAYERS and counts.count(most) >= targets and len(others) == 1
+
+
+def _verify_steps(runs: list[tuple[int, int]], counts: list[int]) -> list[list[tuple[int, int]]]:
+    """Steps of speculative decoding: each verify pass (the most layers) and the drafter's passes before it, which
+    proposed what it verifies; the drafter's passes after the last verify, if any, are a group of their own (whose
+    tokens no verify in the trace checks: find_passes leaves them out of every step)."""
+    ends = [i + 1 for i, count in enumerate(counts) if count == max(counts)]
+    return [runs[a:b] for a, b in itertools.pairwise([0, *ends, *([len(runs)] if ends[-1] < len(runs) else [])])]
+
+
+def _nested_speculative(codes: np.ndarray) -> tuple[_Runs, list[list[tuple[int, int]]]] | None:
     """The forward passes and steps of speculative decoding, when the trace's repeating unit is a whole step: a
     drafter's passes and a target's verify, whose layers are found inside it (nested). Taken when every step but
     the first and last shows a drafter (step_drafts), so that a trace of one forward pass stays one step."""
@@ -105,6 +203,7 @@ class _Runs:
     counts: list[int]
     typical: int
     spans: list[tuple[int, int]]  # every layer span found, those left out of runs too
+    by_glue: bool = False  # a drafter's passes and a target's told apart by their glue (_spec_passes)
 
 
 def _by_mixers(codes: np.ndarray, found: _Runs) -> _Runs | None:
@@ -229,7 +328,9 @@ def _group(runs: list[tuple[int, int]], counts: list[int]) -> list[list[tuple[in
 
 def step_drafts(codes: np.ndarray) -> np.ndarray | None:
     """Per kernel of one step (its main stream, in order), its drafter's forward pass (NO_DRAFT for the target's
-    kernels), or None when the step shows no drafter. The step's forward passes are its runs of layers: the longest
+    kernels), or None when the step shows no drafter. First from the passes told apart by their glue (_spec_passes:
+    one verify, the pass of the most layers; the drafter's passes each reach to their final norm); else the step's
+    forward passes are its runs of layers: the longest
     is the target's verify (when it has the most layers, at least MIN_TARGET_LAYERS, and no other pass is about as
     long); passes of fewer layers,
     all of one count, are the drafter's (runs of several counts are layers of several kinds). A drafter's passes
@@ -238,6 +339,12 @@ def step_drafts(codes: np.ndarray) -> np.ndarray | None:
     step's start (or the end of the target's pass) to the end of its last
     pass before the target's (or the step's end); each pass takes the glue before it (its prologue), and the last
     one before the target's its epilogue as long as the others' (_epilogue)."""
+    spec = _spec_passes(codes, targets=1)
+    counts = [len(layers) for layers in spec or []]
+    if spec and counts.count(max(counts)) == 1:
+        spans = [_with_final_norm(codes, (layers[0][0], layers[-1][1]), layers[-1][0]) for layers in spec]
+        verify = counts.index(max(counts))
+        return _draft_of(codes, spans[verify], spans[:verify] + spans[verify + 1 :])
     cache: dict[bytes, list[tuple[int, int]]] = {}
     found = _runs(codes, cache, short=1 / OVERLONG)
     if len(found.runs) < 2:
@@ -255,12 +362,21 @@ def step_drafts(codes: np.ndarray) -> np.ndarray | None:
         return None
     layer = (target[1] - target[0]) // most
     passes = list(itertools.chain.from_iterable(_draft_passes(codes, r, layer, cache) for r in drafts))
+    return _draft_of(codes, target, passes)
+
+
+def _draft_of(codes: np.ndarray, target: tuple[int, int], passes: list[tuple[int, int]]) -> np.ndarray | None:
+    """Per kernel of a step's `codes`, its drafter's pass (NO_DRAFT for the target's), from the target's pass and
+    the drafter's (each from its first layer's start to its last layer's end); see step_drafts."""
+    n = len(codes)
     before = [b for _, b in passes if b <= target[0]]  # each pass reaches back to the previous one
     after = [a for a, _ in passes if a >= target[1]]  # each reaches on to the next one
     if before:  # the last pass before the target's keeps its epilogue
-        before[-1] = min(before[-1] + _epilogue([p for p in passes if p[1] <= target[0]]), target[0])
-    draft_of = np.full(len(codes), NO_DRAFT, dtype=np.int64)
-    spans = [*itertools.pairwise([0, *before]), *itertools.pairwise([*after, len(codes)])]
+        drafts = [p for p in passes if p[1] <= target[0]]
+        epilogue = max(_epilogue(drafts), _shared_epilogue(codes, drafts, target[0]))
+        before[-1] = min(before[-1] + epilogue, target[0])
+    draft_of = np.full(n, NO_DRAFT, dtype=np.int64)
+    spans = [*itertools.pairwise([0, *before]), *itertools.pairwise([*after, n])]
     if not spans:
         return None
     for index, (a, b) in enumerate(spans):
@@ -277,6 +393,33 @@ def _whole_passes(found: _Runs) -> bool:
         if start - end < MIN_GLUE or inside:
             return False
     return True
+
+
+def _with_final_norm(codes: np.ndarray, run: tuple[int, int], last_start: int) -> tuple[int, int]:
+    """A forward pass from its first layer to the end of its final norm: the kernels after its last layer (from
+    `last_start`) that repeat how that layer opens (its input norm), at most half a layer."""
+    start, end = run
+    size = min(end - last_start, len(codes) - end) // 2
+    return start, end + _common(codes[end : end + size], codes[last_start : last_start + size])
+
+
+def _shared_epilogue(codes: np.ndarray, drafts: list[tuple[int, int]], target: int) -> int:
+    """The epilogue of the drafter's last pass before the target's (starting at `target`): what follows it and
+    what follows the pass before it (up to the last one) open alike - LM head, sampling, the host's bookkeeping -
+    until the target's prologue and the drafter's differ; less what both end alike with (a prologue the target
+    shares with the drafter); 0 with one pass."""
+    if len(drafts) < 2:
+        return 0
+    (_, prev_end), (last_start, last_end) = drafts[-2:]
+    between, after = codes[prev_end:last_start], codes[last_end:target]
+    return max(_common(between, after) - _common(between[::-1], after[::-1]), 0)
+
+
+def _common(a: np.ndarray, b: np.ndarray) -> int:
+    """The length of the common prefix of two code sequences."""
+    size = min(len(a), len(b))
+    same = a[:size] == b[:size]
+    return size if same.all() else int(np.argmin(same))
 
 
 def _epilogue(passes: list[tuple[int, int]]) -> int:

@@ -127,6 +127,32 @@ def by_mixers(codes: np.ndarray, fit: PeriodFit) -> PeriodFit:
     spans = [span for layers in passes or [] for span in layers]
     if not spans or spans == found:
         return fit
+    return _fit_of(codes, spans)
+
+
+def verify_pass(codes: np.ndarray, fit: PeriodFit | None, min_layers: int) -> PeriodFit | None:
+    """The layers of a target's verify pass (a step's kernels less its drafter's, which leave some of the drafter's
+    glue before it) from where its mixers open: of the answers that are one whole pass of at least `min_layers`
+    layers (mixers.passes_after_glue, from the boundary contexts around the fit's layers or the most frequent runs
+    of three kernels), the one that explains the most kernels; else the fit. A whole pass is preferred to the
+    repeating unit's layers, which the glue left before the pass can make half layers or swallow."""
+    codes = dense(np.ascontiguousarray(codes, dtype=np.int64))
+    contexts = [*mixers.boundary_contexts(codes, _bounds(fit.layers) if fit else [])[:MAX_CANDIDATES]]
+    contexts += [c for c in mixers.frequent_contexts(codes) if c not in contexts]
+    spans: list[tuple[int, int]] = []
+    for context in contexts:
+        passes = mixers.passes_after_glue(codes, context)
+        if passes and len(passes) == 1 and len(passes[0]) >= min_layers and _kernels(passes[0]) > _kernels(spans):
+            spans = passes[0]
+    return _fit_of(codes, spans) if spans else fit
+
+
+def _kernels(spans: list[tuple[int, int]]) -> int:
+    return sum(b - a for a, b in spans)
+
+
+def _fit_of(codes: np.ndarray, spans: list[tuple[int, int]]) -> PeriodFit:
+    """A fit of the layers `spans`, each layer's confidence the share of its kernels that other layers also run."""
     layers = tuple(LayerSpan(a, b, share) for (a, b), share in zip(spans, _shared_shares(codes, spans), strict=True))
     covered = sum(b - a for a, b in spans)
     median = int(np.median([b - a for a, b in spans]))

@@ -40,7 +40,7 @@ def segment_run(con: duckdb.DuckDBPyConnection, run_id: int, options: SegmentOpt
     _stage(con, run_id)
     found_steps = steps.find_steps(con, run_id, options.step_pattern)
     _stage_steps(con)
-    drafted = spec.find_drafts(con)
+    drafted = spec.find_drafts(con, run_id)
     _mark_drafts(con)
     outcome = _layers(con, run_id, options, drafted)
     _write(con, run_id)
@@ -108,6 +108,8 @@ def _layers(con: duckdb.DuckDBPyConnection, run_id: int, options: SegmentOptions
     enclosing = annotation.timelines(con, run_id) if named else 0
     if named and options.method in (Method.auto, Method.annotation):
         annotation.assign(con)
+        if drafted:
+            _target_layers_from_zero(con)
     else:
         con.execute("CREATE OR REPLACE TEMP TABLE _seg_ann (activity_id BIGINT, layer INTEGER, name VARCHAR)")
     if options.method in (Method.auto, Method.graph):
@@ -134,6 +136,22 @@ def _layers(con: duckdb.DuckDBPyConnection, run_id: int, options: SegmentOptions
         """
     )
     return _LayerOutcome(failed, enclosing, drafted, side_streams.set_apart(con))
+
+
+def _target_layers_from_zero(con: duckdb.DuckDBPyConnection) -> None:
+    """In a run with a drafter, the annotated layers that hold the target's kernels numbered from 0 in their order:
+    the drafter's own layer list (`draft.layers.N`) took the first indices if it ran first (annotation.py numbers
+    each list after the one before), and its kernels are in no layer."""
+    con.execute(
+        """
+        UPDATE _seg_ann a SET layer = r.layer
+        FROM (
+            SELECT layer AS old, (dense_rank() OVER (ORDER BY layer) - 1)::INTEGER AS layer
+            FROM (SELECT DISTINCT a.layer FROM _seg_ann a JOIN _seg_k k USING (activity_id) WHERE k.draft_pass IS NULL)
+        ) r
+        WHERE a.layer = r.old
+        """
+    )
 
 
 # The columns of `_seg_k` (alias k) that _seg_layer_of carries for _write.
@@ -201,7 +219,8 @@ def _period_layers(con: duckdb.DuckDBPyConnection, run_id: int, expected: int | 
         ), main AS (
             SELECT rank, step, arg_max(stream_id, n) AS stream_id FROM streams GROUP BY ALL
         )
-        SELECT k.rank, k.step, k.activity_id, k.code
+        SELECT k.rank, k.step, k.activity_id, k.code,
+               (k.rank, k.step) IN (SELECT (rank, step) FROM _seg_k WHERE draft_pass IS NOT NULL) AS verify
         FROM k JOIN main m ON k.rank = m.rank AND k.step = m.step AND k.stream_id IS NOT DISTINCT FROM m.stream_id
         WHERE k.kind = 'kernel'
         ORDER BY k.rank, k.step, k.start_ns, k.activity_id
@@ -262,9 +281,11 @@ def _solve_steps(
     data: dict[str, np.ndarray], families: dict[int, int], expected: int | None
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Run period.find_layers on each step's code sequence (once per distinct sequence), toward `expected` layers
-    per forward pass when the user gave the count."""
+    per forward pass when the user gave the count; a step that holds a drafter is the target's verify pass
+    (period.verify_pass)."""
     rank, step = np.asarray(data["rank"]), np.asarray(data["step"])
     ids, codes = np.asarray(data["activity_id"], dtype=np.int64), np.asarray(data["code"], dtype=np.int64)
+    verify = np.asarray(data["verify"], dtype=bool)
     family_ids = families_of(codes, families)
     change = np.flatnonzero((np.diff(rank) != 0) | (np.diff(step) != 0)) + 1
     edges = np.concatenate(([0], change, [len(ids)])) if len(ids) else np.array([0])
@@ -273,9 +294,10 @@ def _solve_steps(
     cache: dict[bytes, period.PeriodFit | None] = {}
     solved: list[tuple[int, int, int]] = []
     for lo, hi in itertools.pairwise(edges):  # one iteration per step
-        key = codes[lo:hi].tobytes()
+        key = codes[lo:hi].tobytes() + bytes(verify[lo : lo + 1])
         if key not in cache:
-            cache[key] = period.find_layers(codes[lo:hi], families=family_ids[lo:hi], expected=expected)
+            fit = period.find_layers(codes[lo:hi], families=family_ids[lo:hi], expected=expected)
+            cache[key] = period.verify_pass(codes[lo:hi], fit, spec.MIN_VERIFY_LAYERS) if verify[lo] else fit
         fit = cache[key]
         if fit is None:
             continue
@@ -313,7 +335,7 @@ def _write(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
                                       draft_pass = k.draft_pass
            FROM _seg_k k
            WHERE g.run_id = $run AND g.activity_id = k.activity_id
-             AND (k.rank, k.step) IN (SELECT DISTINCT (rank, step) FROM _seg_k WHERE draft_pass IS NOT NULL)""",
+             AND EXISTS (SELECT 1 FROM _seg_k WHERE draft_pass IS NOT NULL)""",
         params,
     )
     con.execute(

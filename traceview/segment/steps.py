@@ -79,6 +79,7 @@ def find_steps(con: duckdb.DuckDBPyConnection, run_id: int, step_pattern: str | 
         "cpu_end BIGINT, phase VARCHAR, warmup BOOLEAN, method VARCHAR)"
     )
     con.execute("CREATE OR REPLACE TEMP TABLE _seg_step_of (activity_id BIGINT, step INTEGER)")
+    con.execute("CREATE OR REPLACE TEMP TABLE _seg_pass_drafts (activity_id BIGINT, draft_pass INTEGER)")
     ranks = [r[0] for r in con.execute("SELECT DISTINCT rank FROM _seg_a ORDER BY rank").fetchall()]
     annotated = _annotated_steps(con, run_id, tiers)
     from_kernels = _steps_from_kernels(con, [r for r in ranks if r not in annotated.method_of])
@@ -300,6 +301,8 @@ def _steps_from_kernels(con: duckdb.DuckDBPyConnection, ranks: list[int]) -> _Ra
         keep = found.step_of != passes.NO_STEP
         kept.append(ids[lo:hi][keep])
         steps_of.append(found.step_of[keep])
+        if found.draft_of is not None:
+            _insert_drafts(con, ids[lo:hi], found.draft_of)
         method_of[int(rank[lo])] = found.method
         rows += [(int(rank[lo]), step, None, None, None, "unknown", False, found.method) for step in range(found.steps)]
     if kept:
@@ -307,6 +310,13 @@ def _steps_from_kernels(con: duckdb.DuckDBPyConnection, ranks: list[int]) -> _Ra
         execute_with(con, "_seg_k_frame", frame, "INSERT INTO _seg_step_of SELECT * FROM _seg_k_frame")
         _join_by_span(con, ranks)
     return _RankSteps(rows, method_of)
+
+
+def _insert_drafts(con: duckdb.DuckDBPyConnection, ids: np.ndarray, draft_of: np.ndarray) -> None:
+    """`_seg_pass_drafts`: the drafter's kernels that the forward passes told apart, with their pass in the step."""
+    mine = draft_of != passes.NO_DRAFT
+    frame = pd.DataFrame({"activity_id": ids[mine], "draft_pass": draft_of[mine]})
+    execute_with(con, "_seg_drafts_frame", frame, "INSERT INTO _seg_pass_drafts SELECT * FROM _seg_drafts_frame")
 
 
 def _join_by_span(con: duckdb.DuckDBPyConnection, ranks: list[int]) -> None:
