@@ -29,7 +29,6 @@ MISSES = {
     "gemma3_text_default_compiled": "regional compilation: the full-attention layer opens with another fused kernel",
     "lfm2_conv2_attn1_compiled": "regional compilation: the unit of three layers is not cut (no boundary context)",
     "qwen2_moe_moe_every_2_compiled": "regional compilation: dense and MoE layers end apart, the unit stays whole",
-    "exaone_moe_moe_every_2_prefill": PREFILL_HYBRID,
     "olmo_hybrid_default_prefill": PREFILL_HYBRID,
 }
 CASES = labelled_cases(ZOO, MISSES)
