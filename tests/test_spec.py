@@ -29,7 +29,7 @@ CASES = labelled_cases(SPEC, MISSES)
 
 
 def test_the_speculative_traces_are_committed() -> None:
-    assert len(CASES) == 9
+    assert len(CASES) == 11
 
 
 @pytest.mark.parametrize(("labels", "trace"), CASES)
