@@ -99,7 +99,13 @@ NORM = ("norm_pow", "norm_mean", "norm_rsqrt", "norm_mul")
 
 
 def _eager_spec_trace(
-    path: Path, drafts: list[int], draft_layers: int = 2, after: bool = False, ann: bool = False, vllm: bool = False
+    path: Path,
+    drafts: list[int],
+    draft_layers: int = 2,
+    after: bool = False,
+    ann: bool = False,
+    vllm: bool = False,
+    eagle: bool = False,
 ) -> Path:
     """Steps of eager speculative decoding with pre-norm layers (a residual add, then the next norm): the drafter's
     passes of `draft_layers` layers, one token each, then the target's 6-layer verify of all the step's tokens (its
@@ -107,7 +113,9 @@ def _eager_spec_trace(
     passes verified by the next step's. Every pass: embedding, layers, final norm, LM head, sampling, the host's
     bookkeeping. `ann`: layers annotated `model.layers.N` and `draft.layers.N`, steps `spec_step_N` (as
     sample_traces/spec/record_spec.py's annotated twin). `vllm`: vLLM v1's ranges, a step
-    `execute_context_0(0)_generation_1(1)` holding the verify and the drafting `gpu_model_runner: draft`."""
+    `execute_context_0(0)_generation_1(1)` holding the verify and the drafting `gpu_model_runner: draft`. `eagle`:
+    the drafter's GEMMs are the verify's (an EAGLE-style head of the target's width whose shapes pick the same
+    kernels: its layer runs the very kernels of a target layer)."""
     trace = KinetoTrace()
 
     def forward(layers: int, tokens: int, stack: str) -> None:
@@ -125,7 +133,7 @@ def _eager_spec_trace(
     def drafting(count: int) -> None:
         with trace.cpu_range("gpu_model_runner: draft") if vllm else contextlib.nullcontext():
             for _ in range(count):
-                forward(draft_layers, 1, "draft")
+                forward(draft_layers, count + 1 if eagle else 1, "draft")
 
     previous = 0
     for index, count in enumerate(drafts):
@@ -203,3 +211,16 @@ def test_vllm_drafting_ranges(tmp_path: Path, drafts: list[int]) -> None:
     assert roles == [("draft", 0), ("target", 6 * 17 * len(drafts))]
     with traceview.connect(database) as con:
         assert {m for (m,) in con.execute("SELECT DISTINCT method FROM steps").fetchall()} == {"engine"}
+
+
+@pytest.mark.parametrize("eagle", [False, True], ids=["draft model", "eagle head"])
+@pytest.mark.parametrize("drafts", [[3, 3, 3, 3], [4, 3, 2, 4, 1, 3, 0]], ids=["constant", "varying, down to none"])
+def test_a_one_layer_drafter_in_a_bare_trace(tmp_path: Path, drafts: list[int], eagle: bool) -> None:
+    """A one-layer drafter before the verify, no annotation: its token mixer repeats no other piece (a draft model
+    of other shapes) or is a target layer's (an EAGLE head of the target's width); its glue is found where its layer
+    opens, the input norm with no residual add before it, after the LM head and sampling of the pass before."""
+    database = tmp_path / "run.db"
+    traceview.ingest([_eager_spec_trace(tmp_path / "spec.json", drafts, draft_layers=1, eagle=eagle)], database)
+    steps, roles = _steps_and_layers(database)
+    assert steps == [(d, 6, 6 * 17) for d in drafts]
+    assert roles == [("draft", 0), ("target", 6 * 17 * len(drafts))]

@@ -238,30 +238,38 @@ def _with_openings(
 ) -> list[int | None]:
     """`ends` (where a copy of another piece ends each glue piece, None for a piece that is no glue) completed
     where no copy ends a piece: a one-layer drafter's token mixer repeats no other piece, so its glue is found from
-    where the pass's first layer opens (_opening)."""
-    epilogue = set(codes[pieces[-1][0] :].tolist())
+    where the pass's first layer opens (_opening). The glue's own kernels are those of the sequence's epilogue
+    (after its last mark: the LM head, sampling) and of its prologue before the first norm opens (embedding)."""
+    opens = _norm_openings(codes, 0, pieces[0][1], context)
+    own = set(codes[pieces[-1][0] :].tolist()) | set(codes[: opens[0] if len(opens) else 0].tolist())
     return [
-        _opening(codes, piece, after, context, epilogue) if end is None else end
+        _opening(codes, piece, after, context, own) if end is None else end
         for end, (piece, after) in zip(ends, itertools.pairwise([*pieces, (0, 0)]), strict=True)
     ]
 
 
 def _opening(
-    codes: np.ndarray, piece: tuple[int, int], after: tuple[int, int], context: tuple[int, int, int], epilogue: set
+    codes: np.ndarray, piece: tuple[int, int], after: tuple[int, int], context: tuple[int, int, int], own: set
 ) -> int | None:
     """Where a pass's first layer opens inside a glue piece: the first kernels of the boundary context (the input
-    norm's) with no residual add before them, after MIN_GLUE kernels or more that hold one of the sequence's own
-    epilogue (after its last mark: the LM head, sampling) that the layer does not run - its token mixer, the rest
-    of the piece, nor its channel mixer, the piece `after` (a norm inside a token mixer, as Qwen3's or MLA's, opens
-    after kernels of the layer's own); else None."""
+    norm's) with no residual add before them, after MIN_GLUE kernels or more that hold one of the glue's `own`
+    that the layer does not run - its token mixer, the rest of the piece, nor its channel mixer, the piece `after`
+    (a norm inside a token mixer, as Qwen3's or MLA's, opens after kernels of the layer's own); else None."""
     lo, hi = piece
-    at = np.arange(lo + MIN_GLUE, hi - 1)
-    hits = at[(codes[at] == context[1]) & (codes[at + 1] == context[2]) & (codes[at - 1] != context[0])]
+    hits = _norm_openings(codes, lo + MIN_GLUE, hi, context)
     if not len(hits):
         return None
     start = int(hits[0])
     layer = set(codes[start:hi].tolist()) | set(codes[after[0] : after[1]].tolist())
-    return start if any(c in epilogue and c not in layer for c in codes[lo:start].tolist()) else None
+    return start if any(c in own and c not in layer for c in codes[lo:start].tolist()) else None
+
+
+def _norm_openings(codes: np.ndarray, lo: int, hi: int, context: tuple[int, int, int]) -> np.ndarray:
+    """Positions in [lo, hi - 1) where a norm opens (the boundary context's last two kernels) with no residual add
+    (its first) before it."""
+    at = np.arange(lo, hi - 1)
+    after_add = (codes[np.maximum(at - 1, 0)] == context[0]) & (at > 0)
+    return at[(codes[at] == context[1]) & (codes[at + 1] == context[2]) & ~after_add]
 
 
 def _glue_end(codes: np.ndarray, piece: tuple[int, int], copies: dict[int, set[bytes]]) -> int | None:
