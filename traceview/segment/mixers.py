@@ -208,7 +208,8 @@ def passes_after_glue(
     their glue rather than by the kernels of the sequence's own prologue and epilogue (the glue between a drafter's
     passes and a target's differs from place to place): a piece is the glue before a pass when it ends with a copy
     of another piece - the pass's first token mixer, where no residual add precedes the input norm and so no mark
-    is - after at least MIN_GLUE kernels of its own. A pass may hold a single layer (an MTP head). Pieces before the
+    is - after at least MIN_GLUE kernels of its own, or, when no copy ends it, where the first layer's norm opens
+    (_with_openings: a one-layer drafter). A pass may hold a single layer (an MTP head). Pieces before the
     first glue are no pass. `opening`: the sequence opens with a pass (a drafter's work in one step), so its first
     piece, the pass's prologue and first token mixer, is glue and a copy (one-layer passes repeat no other piece).
     None when a pass has an odd number of marks or the halves disagree."""
