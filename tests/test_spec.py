@@ -29,7 +29,7 @@ CASES = labelled_cases(SPEC, MISSES)
 
 
 def test_the_speculative_traces_are_committed() -> None:
-    assert len(CASES) == 9
+    assert len(CASES) == 11
 
 
 @pytest.mark.parametrize(("labels", "trace"), CASES)
@@ -99,7 +99,15 @@ NORM = ("norm_pow", "norm_mean", "norm_rsqrt", "norm_mul")
 
 
 def _eager_spec_trace(
-    path: Path, drafts: list[int], draft_layers: int = 2, after: bool = False, ann: bool = False, vllm: bool = False
+    path: Path,
+    drafts: list[int],
+    draft_layers: int = 2,
+    after: bool = False,
+    ann: bool = False,
+    vllm: bool = False,
+    eagle: bool = False,
+    draft_norm: tuple[str, ...] = NORM,
+    eagle1: bool = False,
 ) -> Path:
     """Steps of eager speculative decoding with pre-norm layers (a residual add, then the next norm): the drafter's
     passes of `draft_layers` layers, one token each, then the target's 6-layer verify of all the step's tokens (its
@@ -107,25 +115,32 @@ def _eager_spec_trace(
     passes verified by the next step's. Every pass: embedding, layers, final norm, LM head, sampling, the host's
     bookkeeping. `ann`: layers annotated `model.layers.N` and `draft.layers.N`, steps `spec_step_N` (as
     sample_traces/spec/record_spec.py's annotated twin). `vllm`: vLLM v1's ranges, a step
-    `execute_context_0(0)_generation_1(1)` holding the verify and the drafting `gpu_model_runner: draft`."""
+    `execute_context_0(0)_generation_1(1)` holding the verify and the drafting `gpu_model_runner: draft`. `eagle`:
+    the drafter's GEMMs are the verify's (an EAGLE-style head of the target's width whose shapes pick the same
+    kernels: its layer runs the very kernels of a target layer). `draft_norm`: the drafter's norm kernels. `eagle1`:
+    the drafter's prologue ends with EAGLE's fc (the embedding and the target's hidden state, concatenated) and its
+    first layer has no input norm (EAGLE-1 heads leave it out)."""
     trace = KinetoTrace()
 
     def forward(layers: int, tokens: int, stack: str) -> None:
-        for name in ("embedding", "rotary_cos", "rotary_sin"):
+        eagle_head = eagle1 and stack == "draft"
+        for name in ("embedding", "rotary_cos", "rotary_sin", *(["eagle_fc"] if eagle_head else [])):
             trace.launch_kernel(name, dur_us=2)
+        norm = draft_norm if stack == "draft" else NORM
         for i in range(layers):
             with trace.cpu_range(f"{stack}.layers.{i}") if ann else contextlib.nullcontext():
-                for name in (*NORM, f"gemm_qkv_{tokens}", "rope", "attention", f"gemm_o_{tokens}", "residual_add"):
+                opening = () if eagle_head and i == 0 else norm
+                for name in (*opening, f"gemm_qkv_{tokens}", "rope", "attention", f"gemm_o_{tokens}", "residual_add"):
                     trace.launch_kernel(name, dur_us=3)
-                for name in (*NORM, f"gemm_up_{tokens}", "silu", f"gemm_down_{tokens}", "residual_add"):
+                for name in (*norm, f"gemm_up_{tokens}", "silu", f"gemm_down_{tokens}", "residual_add"):
                     trace.launch_kernel(name, dur_us=3)
-        for name in (*NORM, "lm_head", "argmax", "cat_ids", "compare", "fill"):
+        for name in (*norm, "lm_head", "argmax", "cat_ids", "compare", "fill"):
             trace.launch_kernel(name, dur_us=1)
 
     def drafting(count: int) -> None:
         with trace.cpu_range("gpu_model_runner: draft") if vllm else contextlib.nullcontext():
             for _ in range(count):
-                forward(draft_layers, 1, "draft")
+                forward(draft_layers, count + 1 if eagle else 1, "draft")
 
     previous = 0
     for index, count in enumerate(drafts):
@@ -203,3 +218,57 @@ def test_vllm_drafting_ranges(tmp_path: Path, drafts: list[int]) -> None:
     assert roles == [("draft", 0), ("target", 6 * 17 * len(drafts))]
     with traceview.connect(database) as con:
         assert {m for (m,) in con.execute("SELECT DISTINCT method FROM steps").fetchall()} == {"engine"}
+
+
+@pytest.mark.parametrize("eagle", [False, True], ids=["draft model", "eagle head"])
+@pytest.mark.parametrize("drafts", [[3, 3, 3, 3], [4, 3, 2, 4, 1, 3, 0]], ids=["constant", "varying, down to none"])
+def test_a_one_layer_drafter_in_a_bare_trace(tmp_path: Path, drafts: list[int], eagle: bool) -> None:
+    """A one-layer drafter before the verify, no annotation: its token mixer repeats no other piece (a draft model
+    of other shapes) or is a target layer's (an EAGLE head of the target's width); its glue is found where its layer
+    opens, the input norm with no residual add before it, after the LM head and sampling of the pass before."""
+    database = tmp_path / "run.db"
+    traceview.ingest([_eager_spec_trace(tmp_path / "spec.json", drafts, draft_layers=1, eagle=eagle)], database)
+    steps, roles = _steps_and_layers(database)
+    assert steps == [(d, 6, 6 * 17) for d in drafts]
+    assert roles == [("draft", 0), ("target", 6 * 17 * len(drafts))]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known limit: a drafter whose norm kernels are not the target's (another norm implementation or dtype): "
+    "the boundary context of the target's halves (residual add, then its norm) marks none of the drafter's, whose "
+    "passes read as the glue between verifies (one context per trace; a context per model is not searched)",
+)
+@pytest.mark.parametrize("draft_layers", [1, 2])
+def test_a_drafter_whose_norm_is_not_the_targets(tmp_path: Path, draft_layers: int) -> None:
+    database = tmp_path / "run.db"
+    trace = _eager_spec_trace(tmp_path / "spec.json", [3] * 4, draft_layers, draft_norm=("fused_rms_norm",))
+    traceview.ingest([trace], database)
+    steps, _ = _steps_and_layers(database)
+    assert steps == [(3, 6, 6 * 17)] * 4
+
+
+def test_an_eagle1_head_in_vllms_drafting_range(tmp_path: Path) -> None:
+    """vLLM's EAGLE-1 head (its first layer without an input norm, after an fc) in the drafting range: its passes
+    are told apart by their glue, the first piece of the range being one (passes.drafter_passes)."""
+    database = tmp_path / "run.db"
+    trace = _eager_spec_trace(tmp_path / "vllm.json", [3] * 4, draft_layers=1, after=True, vllm=True, eagle1=True)
+    traceview.ingest([trace], database)
+    steps, roles = _steps_and_layers(database)
+    assert steps == [(3, 6, 6 * 17)] * 4
+    assert roles == [("draft", 0), ("target", 6 * 17 * 4)]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known limit: in a bare trace, an EAGLE-1 head's layer opens with no norm (its input norm is left out) and "
+    "its token mixer repeats no other piece, so nothing marks where its glue ends; placing the opening after the "
+    "glue's prologue kernels (a kernel of the trace's own prologue after one of its epilogue) cut the token mixers "
+    "of graph_llama's drafter and of every DeepSeek-V3 run (6 of 11 exact)",
+)
+def test_a_bare_eagle1_head(tmp_path: Path) -> None:
+    database = tmp_path / "run.db"
+    trace = _eager_spec_trace(tmp_path / "spec.json", [3] * 4, draft_layers=1, after=True, eagle1=True)
+    traceview.ingest([trace], database)
+    steps, _ = _steps_and_layers(database)
+    assert steps == [(0, 6, 6 * 17)] + [(3, 6, 6 * 17)] * 3

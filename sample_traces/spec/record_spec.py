@@ -3,6 +3,7 @@
 Each scenario decodes with a drafter that proposes tokens and a target that verifies them, with transformers' own
 model code (small configs, seeded random weights, no download):
   assist_llama       generate(assistant_model=...): 8-layer Llama target, 2-layer Llama drafter, 7 drafts a step
+  assist_llama_1layer  the same with a 1-layer Llama drafter of half the target's width (other GEMM shapes)
   assist_qwen3moe    8-layer Qwen3-MoE target, 2-layer Llama drafter, the heuristic schedule (7 drafts, one less
                      after every rejection: the drafts per step change step by step)
   assist_deepseek    DeepSeek-V3 target (MLA, one dense layer then 7 MoE layers), 2-layer Llama drafter, 5 drafts
@@ -14,6 +15,8 @@ model code (small configs, seeded random weights, no download):
                      drafter's one-token graph is replayed 7 times, then the target's 8-token verify graph once
                      (acceptance computed on the GPU, no host sync)
   graph_deepseek     the same with the DeepSeek-V3 target
+  graph_eagle_llama  graph_llama with a 1-layer drafter of the target's width (as vLLM's EAGLE heads: the kernels of
+                     a target layer), bare as a user records it without vLLM's ranges
 With random weights the drafts are almost never accepted, so every step adds about one token: `--steps` steps.
 
 The twin's annotations (the truth; the bare run has none, as a user's trace):
@@ -49,16 +52,27 @@ from record import BATCH, PROMPT, VOCAB, Annotations, Recorder, config, sync  # 
 
 SCENARIOS = (
     "assist_llama",
+    "assist_llama_1layer",
     "assist_qwen3moe",
     "assist_deepseek",
     "early_exit_llama",
     "mtp_deepseek",
     "graph_llama",
     "graph_deepseek",
+    "graph_eagle_llama",
 )
 TARGET_LAYERS = 8
 DRAFT_LAYERS = 2
+NARROW = {"hidden_size": 128, "intermediate_size": 384}  # a 1-layer drafter's width: half the target's
 CACHE = 192
+
+
+def drafter_model(scenario: str, device: str) -> torch.nn.Module:
+    """The separate drafter: a 2-layer Llama of the target's width; 1 layer of half its width for *_1layer; 1 layer
+    of its width for *_eagle_* (an EAGLE-style head: the same kernels as a target layer)."""
+    if scenario.endswith("_1layer"):
+        return build("llama", 1, device, **NARROW)
+    return build("llama", 1 if "_eagle_" in scenario else DRAFT_LAYERS, device)
 
 
 def build(name: str, layers: int, device: str, **extra: object) -> torch.nn.Module:
@@ -185,10 +199,11 @@ def random_mtp_weights() -> None:
 def assisted(scenario: str, device: str) -> tuple[torch.nn.Module, dict, Callable[[], tuple]]:
     """The target, the generate() arguments of the scenario, and what the twin annotates of the drafter: its
     layers, their name prefix and the module whose forward is one draft pass."""
-    target_arch = {"assist_llama": "llama", "assist_qwen3moe": "qwen3moe", "assist_deepseek": "deepseekv3"}
+    target_arch = {"assist_qwen3moe": "qwen3moe", "assist_deepseek": "deepseekv3"}
+    target_arch |= {name: "llama" for name in ("assist_llama", "assist_llama_1layer")}
     if scenario in target_arch:
         target = build(target_arch[scenario], TARGET_LAYERS, device)
-        draft = build("llama", DRAFT_LAYERS, device)
+        draft = drafter_model(scenario, device)
         schedule = "heuristic" if scenario == "assist_qwen3moe" else "constant"
         _draft_tokens(draft, 5 if scenario == "assist_deepseek" else 7, schedule)
         return target, {"assistant_model": draft}, lambda: (list(draft.model.layers), "draft.layers", draft)
@@ -316,9 +331,8 @@ class GraphSpeculator:
 
 
 def graph_models(scenario: str, device: str) -> tuple[torch.nn.Module, torch.nn.Module]:
-    return build("deepseekv3" if scenario == "graph_deepseek" else "llama", TARGET_LAYERS, device), build(
-        "llama", DRAFT_LAYERS, device
-    )
+    target = build("deepseekv3" if scenario == "graph_deepseek" else "llama", TARGET_LAYERS, device)
+    return target, drafter_model(scenario, device)
 
 
 def record_graph(scenario: str, rec: Recorder | None, variant: str, args: argparse.Namespace) -> dict:

@@ -208,7 +208,8 @@ def passes_after_glue(
     their glue rather than by the kernels of the sequence's own prologue and epilogue (the glue between a drafter's
     passes and a target's differs from place to place): a piece is the glue before a pass when it ends with a copy
     of another piece - the pass's first token mixer, where no residual add precedes the input norm and so no mark
-    is - after at least MIN_GLUE kernels of its own. A pass may hold a single layer (an MTP head). Pieces before the
+    is - after at least MIN_GLUE kernels of its own, or, when no copy ends it, where the first layer's norm opens
+    (_with_openings: a one-layer drafter). A pass may hold a single layer (an MTP head). Pieces before the
     first glue are no pass. `opening`: the sequence opens with a pass (a drafter's work in one step), so its first
     piece, the pass's prologue and first token mixer, is glue and a copy (one-layer passes repeat no other piece).
     None when a pass has an odd number of marks or the halves disagree."""
@@ -217,7 +218,8 @@ def passes_after_glue(
         return None
     pieces = [(0, marks[0]), *itertools.pairwise(marks), (marks[-1], len(codes))]
     copies = _by_length({codes[a:b].tobytes() for a, b in pieces[0 if opening else 1 : -1]})
-    starts = [0 if opening else _glue_end(codes, pieces[0], copies)] + [_glue_end(codes, p, copies) for p in pieces[1:]]
+    ends = _with_openings(codes, pieces, [_glue_end(codes, p, copies) for p in pieces], context)
+    starts = [0 if opening else ends[0], *ends[1:]]
     glue = [i for i, start in enumerate(starts) if start is not None and i < len(marks)]  # a pass follows it
     owns = [marks[g:h] for g, h in zip(glue, [*glue[1:], len(marks)], strict=False)]
     if not owns or any(len(own) % 2 for own in owns) or not _halves_agree(codes, owns):
@@ -230,6 +232,45 @@ def _by_length(contents: set[bytes]) -> dict[int, set[bytes]]:
     for content in contents:
         out.setdefault(len(content), set()).add(content)
     return out
+
+
+def _with_openings(
+    codes: np.ndarray, pieces: list[tuple[int, int]], ends: list[int | None], context: tuple[int, int, int]
+) -> list[int | None]:
+    """`ends` (where a copy of another piece ends each glue piece, None for a piece that is no glue) completed
+    where no copy ends a piece: a one-layer drafter's token mixer repeats no other piece, so its glue is found from
+    where the pass's first layer opens (_opening). The glue's own kernels are those of the sequence's epilogue
+    (after its last mark: the LM head, sampling) and of its prologue before the first norm opens (embedding)."""
+    opens = _norm_openings(codes, 0, pieces[0][1], context)
+    own = set(codes[pieces[-1][0] :].tolist()) | set(codes[: opens[0] if len(opens) else 0].tolist())
+    return [
+        _opening(codes, piece, after, context, own) if end is None else end
+        for end, (piece, after) in zip(ends, itertools.pairwise([*pieces, (0, 0)]), strict=True)
+    ]
+
+
+def _opening(
+    codes: np.ndarray, piece: tuple[int, int], after: tuple[int, int], context: tuple[int, int, int], own: set
+) -> int | None:
+    """Where a pass's first layer opens inside a glue piece: the first kernels of the boundary context (the input
+    norm's) with no residual add before them, after MIN_GLUE kernels or more that hold one of the glue's `own`
+    that the layer does not run - its token mixer, the rest of the piece, nor its channel mixer, the piece `after`
+    (a norm inside a token mixer, as Qwen3's or MLA's, opens after kernels of the layer's own); else None."""
+    lo, hi = piece
+    hits = _norm_openings(codes, lo + MIN_GLUE, hi, context)
+    if not len(hits):
+        return None
+    start = int(hits[0])
+    layer = set(codes[start:hi].tolist()) | set(codes[after[0] : after[1]].tolist())
+    return start if any(c in own and c not in layer for c in codes[lo:start].tolist()) else None
+
+
+def _norm_openings(codes: np.ndarray, lo: int, hi: int, context: tuple[int, int, int]) -> np.ndarray:
+    """Positions in [lo, hi - 1) where a norm opens (the boundary context's last two kernels) with no residual add
+    (its first) before it."""
+    at = np.arange(lo, hi - 1)
+    after_add = (codes[np.maximum(at - 1, 0)] == context[0]) & (at > 0)
+    return at[(codes[at] == context[1]) & (codes[at + 1] == context[2]) & ~after_add]
 
 
 def _glue_end(codes: np.ndarray, piece: tuple[int, int], copies: dict[int, set[bytes]]) -> int | None:
