@@ -54,7 +54,7 @@ def forward_passes(codes: np.ndarray, spans: Sequence[tuple[int, int]]) -> list[
     for context in boundary_contexts(codes, spans)[:MAX_CONTEXTS]:
         found = _from_marks(codes, [int(m) for m in marks_of(codes, context)])
         layers = [span for layers in found or [] for span in layers]
-        if found and len(layers) >= len(spans) and _covered(layers) >= NEAR_COVERAGE * _covered(spans):
+        if found and len(layers) >= len(spans) and covered(layers) >= NEAR_COVERAGE * covered(spans):
             return found
     return None
 
@@ -115,8 +115,8 @@ def _halves_agree(codes: np.ndarray, passes: list[list[int]]) -> bool:
     return not token & channel
 
 
-def _covered(spans: Iterable[tuple[int, int]]) -> int:
-    """Kernels in layers."""
+def covered(spans: Iterable[tuple[int, int]]) -> int:
+    """Kernels in layers (spans)."""
     return sum(b - a for a, b in spans)
 
 
@@ -182,9 +182,8 @@ def _ends_with_copy(codes: np.ndarray, before: tuple[int, int], copies: set[byte
     """Where a pass's first layer starts: the stretch before its first mark (the glue, or the sequence's
     prologue) ends with one of `copies` (the longest that fits), which is the first layer or its token mixer."""
     lo, hi = before
-    for copy in sorted(copies, key=len, reverse=True):
-        length = len(copy) // codes.itemsize
-        if length <= hi - lo and codes[hi - length : hi].tobytes() == copy:
+    for length in sorted({len(copy) // codes.itemsize for copy in copies}, reverse=True):
+        if length <= hi - lo and codes[hi - length : hi].tobytes() in copies:
             return hi - length
     return None
 
@@ -217,21 +216,16 @@ def passes_after_glue(
     if len(marks) < 4:
         return None
     pieces = [(0, marks[0]), *itertools.pairwise(marks), (marks[-1], len(codes))]
-    copies = _by_length({codes[a:b].tobytes() for a, b in pieces[0 if opening else 1 : -1]})
-    ends = _with_openings(codes, pieces, [_glue_end(codes, p, copies) for p in pieces], context)
+    copies = {codes[a:b].tobytes() for a, b in pieces[0 if opening else 1 : -1]}
+    ends = _with_openings(
+        codes, pieces, [_ends_with_copy(codes, (a + MIN_GLUE, b), copies) for a, b in pieces], context
+    )
     starts = [0 if opening else ends[0], *ends[1:]]
     glue = [i for i, start in enumerate(starts) if start is not None and i < len(marks)]  # a pass follows it
     owns = [marks[g:h] for g, h in zip(glue, [*glue[1:], len(marks)], strict=False)]
     if not owns or any(len(own) % 2 for own in owns) or not _halves_agree(codes, owns):
         return None
     return [list(itertools.pairwise([starts[g], *own[1:-1:2], own[-1]])) for g, own in zip(glue, owns, strict=True)]
-
-
-def _by_length(contents: set[bytes]) -> dict[int, set[bytes]]:
-    out: dict[int, set[bytes]] = {}
-    for content in contents:
-        out.setdefault(len(content), set()).add(content)
-    return out
 
 
 def _with_openings(
@@ -271,14 +265,3 @@ def _norm_openings(codes: np.ndarray, lo: int, hi: int, context: tuple[int, int,
     at = np.arange(lo, hi - 1)
     after_add = (codes[np.maximum(at - 1, 0)] == context[0]) & (at > 0)
     return at[(codes[at] == context[1]) & (codes[at + 1] == context[2]) & ~after_add]
-
-
-def _glue_end(codes: np.ndarray, piece: tuple[int, int], copies: dict[int, set[bytes]]) -> int | None:
-    """Where the copy of another piece that ends `piece` starts (the longest), when MIN_GLUE kernels or more
-    precede it in the piece; else None."""
-    lo, hi = piece
-    for size in sorted(copies, reverse=True):
-        length = size // codes.itemsize
-        if length + MIN_GLUE <= hi - lo and codes[hi - length : hi].tobytes() in copies[size]:
-            return hi - length
-    return None

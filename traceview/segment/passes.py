@@ -122,11 +122,8 @@ def _speculative(codes: np.ndarray, nested: bool) -> tuple[_Runs, list[list[tupl
     passes = _spec_passes(codes, targets=2)
     if passes is None:
         return _nested_speculative(codes) if nested else None
-    layers = [span for layers in passes for span in layers]
-    typical = int(np.median([b - a for a, b in layers]))
-    runs = [(layers[0][0], layers[-1][1]) for layers in passes]
-    found = _Runs(runs, [layers[-1][0] for layers in passes], [len(layers) for layers in passes], typical, layers, True)
-    return found, _verify_steps(runs, found.counts)
+    found = _runs_of(passes, by_glue=True)
+    return found, _verify_steps(found.runs, found.counts)
 
 
 def _spec_passes(codes: np.ndarray, targets: int) -> list[list[tuple[int, int]]] | None:
@@ -161,7 +158,7 @@ def drafter_passes(codes: np.ndarray) -> np.ndarray:
 
 
 def _kernels(passes: list[list[tuple[int, int]]] | None) -> int:
-    return sum(b - a for layers in passes or [] for a, b in layers)
+    return sum(mixers.covered(layers) for layers in passes or [])
 
 
 def _drafter_shape(counts: list[int], targets: int) -> bool:
@@ -210,12 +207,17 @@ def _by_mixers(codes: np.ndarray, found: _Runs) -> _Runs | None:
     """The forward passes from where the mixers of their layers open (segment/mixers.py: layers of any kinds,
     the glue between passes told apart from a layer of another kind), when that is unambiguous; else None."""
     passes = mixers.forward_passes(codes, found.spans)
-    if passes is None:
-        return None
-    runs = [(layers[0][0], layers[-1][1]) for layers in passes]
-    typical = int(np.median([b - a for layers in passes for a, b in layers]))
+    return None if passes is None else _runs_of(passes)
+
+
+def _runs_of(passes: list[list[tuple[int, int]]], by_glue: bool = False) -> _Runs:
+    """The runs of forward passes whose layers are known (each pass, its layers)."""
     spans = [span for layers in passes for span in layers]
-    return _Runs(runs, [layers[-1][0] for layers in passes], [len(layers) for layers in passes], typical, spans)
+    typical = int(np.median([b - a for a, b in spans]))
+    runs = [(layers[0][0], layers[-1][1]) for layers in passes]
+    return _Runs(
+        runs, [layers[-1][0] for layers in passes], [len(layers) for layers in passes], typical, spans, by_glue
+    )
 
 
 def _runs(
@@ -490,16 +492,8 @@ def _glue_range(codes: np.ndarray, lo: int, hi: int, opening: np.ndarray, closin
     glue = codes[lo:hi]
     if len(closing) + len(opening) == len(glue):
         return lo + len(closing), lo + len(closing)
-    head = _common_length(glue, closing[: len(glue)])
-    tail = _common_length(glue[::-1], opening[::-1][: len(glue)])
+    head, tail = _common(glue, closing), _common(glue[::-1], opening[::-1])
     return (hi - tail, lo + head) if head + tail >= len(glue) else (lo, hi)
-
-
-def _common_length(a: np.ndarray, b: np.ndarray) -> int:
-    """How many leading kernels two sequences share."""
-    n = min(len(a), len(b))
-    differ = np.flatnonzero(a[:n] != b[:n])
-    return int(differ[0]) if len(differ) else n
 
 
 def _longest_inside(idle: np.ndarray, runs: list[tuple[int, int]]) -> int:

@@ -142,22 +142,24 @@ def verify_pass(codes: np.ndarray, fit: PeriodFit | None, min_layers: int) -> Pe
     spans: list[tuple[int, int]] = []
     for context in contexts:
         passes = mixers.passes_after_glue(codes, context)
-        if passes and len(passes) == 1 and len(passes[0]) >= min_layers and _kernels(passes[0]) > _kernels(spans):
+        if (
+            passes
+            and len(passes) == 1
+            and len(passes[0]) >= min_layers
+            and mixers.covered(passes[0]) > mixers.covered(spans)
+        ):
             spans = passes[0]
     return _fit_of(codes, spans) if spans else fit
-
-
-def _kernels(spans: list[tuple[int, int]]) -> int:
-    return sum(b - a for a, b in spans)
 
 
 def _fit_of(codes: np.ndarray, spans: list[tuple[int, int]]) -> PeriodFit:
     """A fit of the layers `spans`, each layer's confidence the share of its kernels that other layers also run."""
     layers = tuple(LayerSpan(a, b, share) for (a, b), share in zip(spans, _shared_shares(codes, spans), strict=True))
-    covered = sum(b - a for a, b in spans)
     median = int(np.median([b - a for a, b in spans]))
     confidence = float(np.mean([s.confidence for s in layers]))
-    return PeriodFit(layers, median, covered / len(codes), confidence, agreement(codes, layers), alike(codes, layers))
+    return PeriodFit(
+        layers, median, mixers.covered(spans) / len(codes), confidence, agreement(codes, layers), alike(codes, layers)
+    )
 
 
 def _bounds(spans: Sequence[LayerSpan]) -> list[tuple[int, int]]:
