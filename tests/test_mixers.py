@@ -104,10 +104,17 @@ def codes_of(layers: list[list[int]]) -> np.ndarray:
 
 
 @pytest.mark.parametrize("stack", ["dense first", "three linear to one full"])
-def test_steps_part_between_an_epilogue_and_the_next_prologue_when_the_gpu_never_idles_longer(stack: str) -> None:
+@pytest.mark.parametrize("first_only", [[], [150, 151, 152]])
+def test_steps_part_between_an_epilogue_and_the_next_prologue_when_the_gpu_never_idles_longer(
+    stack: str, first_only: list[int]
+) -> None:
     """A host-bound trace waits as long before every kernel, so no idle gap tells where a step ends: the glue
-    between two passes is as long as the trace's own epilogue and prologue together, and is cut between them."""
+    between two passes is as long as the trace's own epilogue and prologue together, and is cut between them; when
+    the first step also runs kernels of its own first (`first_only`: building the mask once), where the glue stops
+    opening like the trace's epilogue and starts ending like its prologue."""
     codes, truth = trace(STACKS[stack], 3)
+    codes = np.concatenate([np.array(first_only, dtype=np.int64), codes])
+    truth = [[(a + len(first_only), b + len(first_only)) for a, b in layers] for layers in truth]
     n = len(codes)
     result = passes.find_passes(codes, np.arange(n) * 10, np.arange(n) * 10 + 5, np.full(n, -1))
     for step, layers in enumerate(truth):
