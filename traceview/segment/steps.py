@@ -113,7 +113,8 @@ def _tiers(step_pattern: str | None) -> list[tuple[str | None, str]]:
 
 
 def _annotated_steps(con: duckdb.DuckDBPyConnection, run_id: int, tiers: list[tuple[str | None, str]]) -> _RankSteps:
-    """Per rank, the first tier whose pattern some range matches: its innermost matching ranges as steps."""
+    """Per rank, the first tier whose pattern some range matches: its matching ranges as steps, less those that
+    hold several others (the ranges inside are the steps) and those an earlier one holds or overlaps."""
     rows: list[StepRow] = []
     method_of: dict[int, str] = {}
     found = _step_ranges(con, run_id, [pattern for pattern, _ in tiers])
