@@ -26,11 +26,11 @@ import truth  # noqa: E402 - sample_traces/corpus/truth.py, standard library onl
 BARE = sorted(p.relative_to(CORPUS).as_posix() for p in truth.corpus_files(CORPUS))
 # Known misses on the held-out models (sample_traces/corpus/README.md), strict: a fix shows as XPASS.
 # Gemma 3 in generate() and prefill became exact when units of several layers were cut where layers meet
-# (period.boundary_cuts) and the layers a unit leaves out were found from boundary to boundary.
-HELD_OUT_MISSES = {
-    "torch/gemma3_graph_bare.pt.trace.json.gz": "a decode step of a CUDA graph holding two units of three layers",
-    "torch/glm4moe_generate_bare.pt.trace.json.gz": "the dense first layer's boundary in generate()",
-}
+# (period.boundary_cuts) and the layers a unit leaves out were found from boundary to boundary; Gemma 3's CUDA graph
+# when each whole replay holding layers became a forward pass (passes._replays_as_passes) and a unit of two identical
+# layers and one of another kind was cut whatever the other opens with; GLM-4.5's dense first layer in generate()
+# when the mixers' answer was held to the spans' kernels that a layer runs (mixers._layer_like), not the prologue.
+HELD_OUT_MISSES: dict[str, str] = {}
 CASES = [
     pytest.param(name, marks=pytest.mark.xfail(reason=HELD_OUT_MISSES[name], strict=True))
     if name in HELD_OUT_MISSES

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 
 import numpy as np
 import pytest
 from segment_fixtures import FRAMEWORKS, Model, framework_step, random_names
 
-from traceview.segment import period
+from traceview.segment import period, pipeline
 
 
 def codes_of(names: list[str]) -> np.ndarray:
@@ -174,3 +175,49 @@ def test_a_layer_with_one_kernel_more_before_the_anchor_still_opens_at_its_norm(
     assert fit is not None
     assert [s.start for s in fit.layers] == true_starts(truth)
     assert [s.end - s.start for s in fit.layers] == true_counts(truth)
+
+
+def test_a_unit_of_two_identical_layers_and_one_that_opens_otherwise_is_cut() -> None:
+    """Gemma 3 compiled per layer in a CUDA graph: two sliding-window layers (22 kernels, Inductor runs one of them
+    before the norm) and a full-attention layer of 19 that opens with its norm: the unit's third layer opens with
+    another kernel, and its blocks are longer than a third of the unit."""
+    sliding = ["hoisted", "norm", *[f"s{i}" for i in range(20)]]
+    full = ["norm_full", *[f"f{i}" for i in range(18)]]
+    unit = codes_of(sliding + sliding + full)
+    assert period._repeated_opening_cuts(unit) == [22, 44]
+
+
+def test_layers_compiled_one_by_one_are_their_graphs() -> None:
+    """DeepSeek-V3 compiled per layer: a dense layer, two MoE layers of one compiled variant (Inductor runs a kernel
+    before their norm), five of another. The fit's cuts in the first variant are 4 kernels late; each layer is one
+    compiled graph, which opens with the kernel Inductor numbers 0, so the layers are the graphs."""
+    dense = [f"d{i}" for i in range(21)]
+    variant = ["hoisted", "cat", "cast", "norm", "qkv", "qkv", *[f"a{i}" for i in range(38)]]
+    common = ["norm", "qkv", *[f"b{i}" for i in range(42)]]
+    layers = [dense, variant, variant, *[common] * 5]
+    codes = codes_of(["embed", *[k for layer in layers for k in layer], "final_norm", "lm_head"])
+    starts = np.cumsum([1, *[len(layer) for layer in layers]]).tolist()
+    opens = np.zeros(len(codes), dtype=bool)
+    opens[starts[:-1]] = True
+    late = [starts[0], starts[1] + 4, starts[2] + 4, *starts[3:]]
+    fit = period.PeriodFit(tuple(period.LayerSpan(a, b, 1.0) for a, b in itertools.pairwise(late)), 44, 0.9, 1.0)
+    assert [(s.start, s.end) for s in period.by_graphs(codes, fit, opens).layers] == list(itertools.pairwise(starts))
+
+
+def test_graphs_that_start_inside_the_layers_are_not_layers() -> None:
+    """A model compiled whole and cut at its attention (vLLM's piecewise graphs): each graph starts after a layer's
+    attention, so the layers found at their norms are kept."""
+    layer = ["norm", "qkv", "rope", "attention", "o", "add", "norm2", "up", "act", "down", "add2"]
+    names = ["embed", *layer * 6, "final_norm"]
+    codes = codes_of(names)
+    opens = np.array([name == "o" for name in names])
+    spans = [(1 + i * len(layer), 1 + (i + 1) * len(layer)) for i in range(6)]
+    fit = period.PeriodFit(tuple(period.LayerSpan(a, b, 1.0) for a, b in spans), len(layer), 0.9, 1.0)
+    assert period.by_graphs(codes, fit, opens) is fit
+
+
+def test_a_graph_opens_where_inductor_numbers_restart() -> None:
+    """Inductor numbers the kernels of each compiled graph from 0 and names a kernel whose code it already made
+    (a second identical norm) like the first: that one is followed by later numbers, not by 1."""
+    numbers = np.array([-1, 0, -1, 1, 2, 0, -1, 3, -1, 0, 1, -1, 0])
+    assert np.flatnonzero(pipeline.graph_openings(numbers)).tolist() == [1, 9]

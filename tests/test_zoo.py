@@ -25,9 +25,6 @@ ZOO = ROOT / "sample_traces" / "zoo"
 PREFILL_HYBRID = "a prefill of one forward pass whose unit of layer kinds is cut into several passes"
 MISSES = {
     "afmoe_dense1_decode": "the full-attention layer of each 3:1 unit starts 9 kernels early (a sandwich norm)",
-    "deepseek_v3_dense1_compiled": "Inductor runs 3 MoE-layer kernels before its norm: they join the layer before",
-    "gemma3_text_default_compiled": "regional compilation: the full-attention layer opens with another fused kernel",
-    "lfm2_conv2_attn1_compiled": "regional compilation: the unit of three layers is not cut (no boundary context)",
     "qwen2_moe_moe_every_2_compiled": "regional compilation: dense and MoE layers end apart, the unit stays whole",
     "olmo_hybrid_default_prefill": PREFILL_HYBRID,
 }

@@ -35,7 +35,7 @@ import numpy as np
 
 GLUE_CONTENTS = 2  # a kernel run by pieces of more contents than this is a layer's, not the glue's
 GLUE_SHARE = 0.5  # a piece holding this share of the glue's own kernels is the glue between two passes
-NEAR_COVERAGE = 0.98  # share of the spans' kernels an answer must explain
+NEAR_COVERAGE = 0.98  # share of the spans' layer-like kernels an answer must explain
 WHOLE_LONGEST = 1.4  # a whole layer this many times the median length holds more than a layer
 MAX_CONTEXTS = 40  # boundary contexts tried (layers found out of phase start some kernels early or late)
 # how far from a found layer's start its true start is looked for, nearest first (one or two kernels into the norm,
@@ -49,14 +49,21 @@ MIN_GLUE = 3  # kernels of its own a piece holds before a pass's first token mix
 def forward_passes(codes: np.ndarray, spans: Sequence[tuple[int, int]]) -> list[list[tuple[int, int]]] | None:
     """Per forward pass of `codes`, its layers ([start, end) offsets), from the first of the boundary contexts around
     the found `spans` (most common first) whose marks give an unambiguous answer that explains as much as the spans:
-    as many layers or more, and nearly as many kernels (NEAR_COVERAGE: spans may hold some of the glue); else None
-    (see the module's docstring)."""
+    as many layers or more, and nearly as many of their kernels that are a layer's (NEAR_COVERAGE: spans may hold
+    some of the glue, and an edge span the prologue: kernels that no layer of the answer runs do not count); else
+    None (see the module's docstring)."""
     for context in boundary_contexts(codes, spans)[:MAX_CONTEXTS]:
         found = _from_marks(codes, [int(m) for m in marks_of(codes, context)])
         layers = [span for layers in found or [] for span in layers]
-        if found and len(layers) >= len(spans) and covered(layers) >= NEAR_COVERAGE * covered(spans):
+        if found and len(layers) >= len(spans) and covered(layers) >= NEAR_COVERAGE * _layer_like(codes, spans, layers):
             return found
     return None
+
+
+def _layer_like(codes: np.ndarray, spans: Sequence[tuple[int, int]], layers: list[tuple[int, int]]) -> int:
+    """Kernels of `spans` whose kernel some of `layers` also runs."""
+    ran = np.unique(np.concatenate([codes[a:b] for a, b in layers]))
+    return sum(int(np.isin(codes[a:b], ran).sum()) for a, b in spans)
 
 
 def _from_marks(codes: np.ndarray, marks: list[int]) -> list[list[tuple[int, int]]] | None:

@@ -62,6 +62,7 @@ def find_passes(codes: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, rep
     found = _runs(codes, {})
     if not found.runs:
         return Passes(np.zeros(n, dtype=np.int64), 1 if n else 0, 0, "whole")
+    found = _replays_as_passes(codes, found, replay) or found
     mixed = _by_mixers(codes, found)
     found = mixed or found
     groups = _group(found.runs, found.counts)
@@ -208,6 +209,32 @@ def _by_mixers(codes: np.ndarray, found: _Runs) -> _Runs | None:
     the glue between passes told apart from a layer of another kind), when that is unambiguous; else None."""
     passes = mixers.forward_passes(codes, found.spans)
     return None if passes is None else _runs_of(passes)
+
+
+def _replays_as_passes(codes: np.ndarray, found: _Runs, replay: np.ndarray) -> _Runs | None:
+    """When every "layer" found is one whole CUDA graph replay that holds layers of its own, the replays are the
+    forward passes (a captured decode step: its prologue and epilogue inside the graph can be too large a share for
+    the replay to read as a whole iteration, INNER_COVERAGE); else None."""
+    if len(found.spans) < 2 or not all(_whole_replay(replay, a, b) for a, b in found.spans):
+        return None
+    passes = []
+    for a, b in found.spans:
+        fit = period.find_layers(codes[a:b])
+        if fit is None:
+            return None
+        passes.append([(a + s.start, a + s.end) for s in fit.layers])
+    return _runs_of(passes)
+
+
+def _whole_replay(replay: np.ndarray, lo: int, hi: int) -> bool:
+    """Whether kernels [lo, hi) are all the kernels of one graph replay."""
+    graph = replay[lo]
+    return bool(
+        graph >= 0
+        and (replay[lo:hi] == graph).all()
+        and (lo == 0 or replay[lo - 1] != graph)
+        and (hi == len(replay) or replay[hi] != graph)
+    )
 
 
 def _runs_of(passes: list[list[tuple[int, int]]], by_glue: bool = False) -> _Runs:

@@ -53,6 +53,7 @@ HINTED_EDGE = 0.6  # the same, when the user's layer count says layers are missi
 MAX_PHASES = 4  # plausible phases tried, earliest first (the spill of a final norm is rarely wider)
 SPLIT_ALIKE = 0.75  # multiset similarity of the parts of a unit that holds several layers of alternating kinds
 MIN_BLOCK = 8  # the fewest kernels of a layer repeated at the start of a unit of several layers
+GRAPH_REACH = 3  # kernels between a found layer's start and its compiled graph's first kernel (Inductor's reorder)
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,7 @@ def find_layers(
     edges: bool = True,
     expected: int | None = None,
     halves: bool = True,
+    opens: np.ndarray | None = None,
 ) -> PeriodFit | None:
     """The best layer segmentation of `codes`, or None when nothing repeats at least `min_layers` times.
     `families` (one id per kernel, segment/family.py) tells which different kernels are variants of one operation:
@@ -101,7 +103,9 @@ def find_layers(
     false, a unit of several layers of different sizes stays whole (segment/passes.py wants parts of one size). With
     `edges`, layers the unit left out at the edges and in gaps are added (`with_edge_layers`). `expected` is the
     number of layers of a forward pass the user gave (`toward_count`). With `halves`, the layers of every forward pass
-    are found again from where their mixers open (`by_mixers`) when that gives an unambiguous answer."""
+    are found again from where their mixers open (`by_mixers`) when that gives an unambiguous answer. `opens` (one
+    flag per kernel) marks the first kernel of each compiled graph: layers compiled one by one are those graphs
+    (`by_graphs`)."""
     codes = np.ascontiguousarray(codes, dtype=np.int64)
     if len(codes) < 2 * min_layers:
         return None
@@ -114,7 +118,56 @@ def find_layers(
     fit = split_alternating(codes, best, kinds)
     fit = with_edge_layers(codes, fit) if edges else fit
     fit = by_mixers(codes, fit) if kinds and edges and halves else fit
+    fit = by_graphs(codes, fit, opens) if opens is not None and opens.any() else fit
     return toward_count(codes, fit, expected) if expected else fit
+
+
+def by_graphs(codes: np.ndarray, fit: PeriodFit, opens: np.ndarray) -> PeriodFit:
+    """Layers compiled one by one (regional compilation: `torch.compile` on each decoder layer): every layer is one
+    compiled graph, whatever its kind, from its graph's first kernel (Inductor numbers a graph's kernels from 0,
+    and may run a kernel of the layer before its norm) to the next graph's. Taken when most found layers start at
+    most GRAPH_REACH kernels from a graph's first kernel: the layers and the graphs are in phase (in a model compiled
+    whole, graphs hold many layers; cut at the attention, as vLLM does, they start mid-layer). The graphs are taken
+    within each run of found layers; the last of a run ends where the found run ends, or where an earlier graph of
+    the same kernels does."""
+    spans = _bounds(fit.layers)
+    marks = np.flatnonzero(opens)
+    near = [_nearest(marks, a) <= GRAPH_REACH for a, _ in spans]
+    if sum(near) * 2 <= len(spans):
+        return fit
+    layers: list[tuple[int, int]] = []
+    for lo, hi in _runs_of_spans(spans):
+        inside = marks[(marks >= lo - GRAPH_REACH) & (marks < hi)].tolist()
+        if inside:
+            layers += _last_as_copy(codes, list(itertools.pairwise([*inside, hi])))
+    return fit if not layers or layers == spans else _fit_of(codes, layers)
+
+
+def _nearest(marks: np.ndarray, at: int) -> int:
+    """Distance from `at` to the nearest of the sorted `marks`."""
+    i = int(np.searchsorted(marks, at))
+    return min(abs(int(marks[j]) - at) for j in (i - 1, i) if 0 <= j < len(marks))
+
+
+def _runs_of_spans(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The stretches that consecutive spans cover without a gap."""
+    runs: list[list[int]] = []
+    for a, b in spans:
+        if runs and runs[-1][1] == a:
+            runs[-1][1] = b
+        else:
+            runs.append([a, b])
+    return [(a, b) for a, b in runs]
+
+
+def _last_as_copy(codes: np.ndarray, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The spans with the last one extended to the longest earlier one that the kernels from its start repeat
+    exactly (the last layer of a kind that closes otherwise than the run's last found layer)."""
+    if len(spans) < 2:
+        return spans
+    a, b = spans[-1]
+    copies = [y - x for x, y in spans[:-1] if y - x > b - a and np.array_equal(codes[a : a + y - x], codes[x:y])]
+    return [*spans[:-1], (a, a + max(copies))] if copies else spans
 
 
 def by_mixers(codes: np.ndarray, fit: PeriodFit) -> PeriodFit:
@@ -467,15 +520,17 @@ def _previous_layer(
     return [*starts, int(opening[-1])] if len(opening) else starts
 
 
-def _repeated_opening_cuts(unit: np.ndarray, gram: int = 2) -> list[int] | None:
+def _repeated_opening_cuts(unit: np.ndarray) -> list[int] | None:
     """Offsets cutting a unit that opens with r >= 2 identical blocks and ends with one block of another kind
     (LFM2's convolution layers before an attention one, sliding-window layers before a full-attention one; their
     sizes differ, so `_cuts` cannot find them), or None.
 
-    The block is the shortest prefix that repeats right after itself; it must hold at least MIN_BLOCK kernels, the
-    last block must open with the unit's first `gram` kernels and be between half and three times a block long."""
+    The block is the shortest prefix that repeats right after itself; it must hold at least MIN_BLOCK kernels, and
+    the last block as many, and between half and three times a block. The last block need not open like the others:
+    compiled layers of another kind open with other fused kernels (the input norm fused with what follows it, or a
+    kernel Inductor runs before the norm)."""
     length = len(unit)
-    for block in range(MIN_BLOCK, length // 3 + 1):
+    for block in range(MIN_BLOCK, (length - MIN_BLOCK) // 2 + 1):
         if not np.array_equal(unit[:block], unit[block : 2 * block]):
             continue
         copies = 2
@@ -484,8 +539,9 @@ def _repeated_opening_cuts(unit: np.ndarray, gram: int = 2) -> list[int] | None:
         ):
             copies += 1
         rest = length - copies * block
-        opens_alike = np.array_equal(unit[copies * block : copies * block + gram], unit[:gram])
-        return [block * j for j in range(1, copies + 1)] if opens_alike and block / 2 <= rest <= 3 * block else None
+        return (
+            [block * j for j in range(1, copies + 1)] if rest >= MIN_BLOCK and block / 2 <= rest <= 3 * block else None
+        )
     return None
 
 

@@ -18,6 +18,7 @@ from ..db import execute_with, has_rows
 from . import Method, SegmentOptions, SegmentResult, annotation, busy, family, graph, period, side_streams, spec, steps
 
 INDUCTOR_INDEX = r"^(triton_[a-z]+_fused_.*)_\d+$"
+INDUCTOR_NUMBER = r"^triton_[a-z]+_fused_.*_(\d+)$"  # Inductor numbers the kernels of a compiled graph from 0
 COVERAGE_TO_TRUST = 0.5  # share of a step's kernels a method must place for auto to choose it
 LOW_CONFIDENCE = 0.8  # an inferred layer instance matching its unit less than this is reported
 
@@ -62,19 +63,21 @@ def _reset(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
 
 
 def _stage(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
-    """Temp table `_seg_a`: the run's GPU activity with its launch call and an integer code per name (Triton
-    kernels that torch.compile numbers per call site, `triton_poi_fused_add_12`, without the number)."""
+    """Temp table `_seg_a`: the run's GPU activity with its launch call, an integer code per name (Triton
+    kernels that torch.compile numbers per call site, `triton_poi_fused_add_12`, without the number), and that
+    number (`inductor_number`, -1 for other kernels)."""
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE _seg_a AS
         SELECT g.rank, g.activity_id, g.kind, g.device_id, g.stream_id, g.start_ns, g.end_ns,
                {_code_sql("g")} AS code,
+               coalesce(TRY_CAST(regexp_extract(g.name, $inductor_number, 1) AS INTEGER), -1) AS inductor_number,
                g.correlation_id, g.graph_id, g.graph_node_id,
                g.launch_id, l.pid AS l_pid, l.tid AS l_tid, l.start_ns AS l_start, l.name AS l_name
         FROM gpu_activity g LEFT JOIN launches l ON l.run_id = g.run_id AND l.launch_id = g.launch_id
         WHERE g.run_id = $run
         """,
-        {"run": run_id, "inductor": INDUCTOR_INDEX},
+        {"run": run_id, "inductor": INDUCTOR_INDEX, "inductor_number": INDUCTOR_NUMBER},
     )
 
 
@@ -219,7 +222,7 @@ def _period_layers(con: duckdb.DuckDBPyConnection, run_id: int, expected: int | 
         ), main AS (
             SELECT rank, step, arg_max(stream_id, n) AS stream_id FROM streams GROUP BY ALL
         )
-        SELECT k.rank, k.step, k.activity_id, k.code,
+        SELECT k.rank, k.step, k.activity_id, k.code, k.inductor_number,
                (k.rank, k.step) IN (SELECT (rank, step) FROM _seg_k WHERE draft_pass IS NOT NULL) AS verify
         FROM k JOIN main m ON k.rank = m.rank AND k.step = m.step AND k.stream_id IS NOT DISTINCT FROM m.stream_id
         WHERE k.kind = 'kernel'
@@ -277,6 +280,19 @@ def families_of(codes: np.ndarray, families: dict[int, int]) -> np.ndarray:
     return np.array([families.get(int(c), -1) for c in distinct], dtype=np.int64)[inverse.reshape(-1)]
 
 
+def graph_openings(numbers: np.ndarray) -> np.ndarray:
+    """Per kernel, whether it is the first kernel of a compiled graph: Inductor's number 0, and the next kernel that
+    Inductor numbers otherwise is its number 1 (a kernel whose code is the first one's, such as a second identical
+    norm, is named like it later in the graph, and the numbers after it go on)."""
+    numbered = np.flatnonzero(numbers > 0)
+    zeros = np.flatnonzero(numbers == 0)
+    following = np.searchsorted(numbered, zeros)
+    known = following < len(numbered)
+    opens = np.zeros(len(numbers), dtype=bool)
+    opens[zeros[known]] = numbers[numbered[following[known]]] == 1
+    return opens
+
+
 def _solve_steps(
     data: dict[str, np.ndarray], families: dict[int, int], expected: int | None
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -285,7 +301,7 @@ def _solve_steps(
     (period.verify_pass)."""
     rank, step = np.asarray(data["rank"]), np.asarray(data["step"])
     ids, codes = np.asarray(data["activity_id"], dtype=np.int64), np.asarray(data["code"], dtype=np.int64)
-    verify = np.asarray(data["verify"], dtype=bool)
+    verify, numbers = np.asarray(data["verify"], dtype=bool), np.asarray(data["inductor_number"], dtype=np.int64)
     family_ids = families_of(codes, families)
     change = np.flatnonzero((np.diff(rank) != 0) | (np.diff(step) != 0)) + 1
     edges = np.concatenate(([0], change, [len(ids)])) if len(ids) else np.array([0])
@@ -294,9 +310,10 @@ def _solve_steps(
     cache: dict[bytes, period.PeriodFit | None] = {}
     solved: list[tuple[int, int, int]] = []
     for lo, hi in itertools.pairwise(edges):  # one iteration per step
-        key = codes[lo:hi].tobytes() + bytes(verify[lo : lo + 1])
+        opens = graph_openings(numbers[lo:hi])
+        key = codes[lo:hi].tobytes() + opens.tobytes() + bytes(verify[lo : lo + 1])
         if key not in cache:
-            fit = period.find_layers(codes[lo:hi], families=family_ids[lo:hi], expected=expected)
+            fit = period.find_layers(codes[lo:hi], families=family_ids[lo:hi], expected=expected, opens=opens)
             cache[key] = period.verify_pass(codes[lo:hi], fit, spec.MIN_VERIFY_LAYERS) if verify[lo] else fit
         fit = cache[key]
         if fit is None:
