@@ -221,3 +221,20 @@ def test_a_graph_opens_where_inductor_numbers_restart() -> None:
     (a second identical norm) like the first: that one is followed by later numbers, not by 1."""
     numbers = np.array([-1, 0, -1, 1, 2, 0, -1, 3, -1, 0, 1, -1, 0])
     assert np.flatnonzero(pipeline.graph_openings(numbers)).tolist() == [1, 9]
+
+
+def test_compiled_layers_at_the_end_of_a_run_are_copies_of_earlier_ones() -> None:
+    """The run's end is found for its common unit: a last layer of a shorter kind (Cohere 2's full attention after
+    sliding ones) ends where an earlier layer of its kind does, and a layer the run left out after it (Exaone-MoE's
+    last, dense layer) is taken when it repeats an earlier graph exactly."""
+    sliding = ["norm", *[f"s{i}" for i in range(16)]]
+    full = ["norm", *[f"f{i}" for i in range(15)]]
+    layers = [sliding, sliding, sliding, full] * 2 + [sliding]
+    names = ["embed", *[k for layer in layers for k in layer], "final_norm", "lm_head"]
+    starts = np.cumsum([1, *[len(layer) for layer in layers]]).tolist()
+    opens = np.zeros(len(names), dtype=bool)
+    opens[starts[:-1]] = True
+    found = [*starts[:8], starts[8] + 1]  # the last full layer one kernel long, the last sliding one left out
+    fit = period.PeriodFit(tuple(period.LayerSpan(a, b, 1.0) for a, b in itertools.pairwise(found)), 17, 0.9, 1.0)
+    graphs = period.by_graphs(codes_of(names), fit, opens)
+    assert [(s.start, s.end) for s in graphs.layers] == list(itertools.pairwise(starts))

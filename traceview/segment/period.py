@@ -129,7 +129,7 @@ def by_graphs(codes: np.ndarray, fit: PeriodFit, opens: np.ndarray) -> PeriodFit
     most GRAPH_REACH kernels from a graph's first kernel: the layers and the graphs are in phase (in a model compiled
     whole, graphs hold many layers; cut at the attention, as vLLM does, they start mid-layer). The graphs are taken
     within each run of found layers; the last of a run ends where the found run ends, or where an earlier graph of
-    the same kernels does."""
+    the same kernels does, and graphs right after it that repeat an earlier one are layers too."""
     spans = _bounds(fit.layers)
     marks = np.flatnonzero(opens)
     near = [_nearest(marks, a) <= GRAPH_REACH for a, _ in spans]
@@ -139,7 +139,7 @@ def by_graphs(codes: np.ndarray, fit: PeriodFit, opens: np.ndarray) -> PeriodFit
     for lo, hi in _runs_of_spans(spans):
         inside = marks[(marks >= lo - GRAPH_REACH) & (marks < hi)].tolist()
         if inside:
-            layers += _last_as_copy(codes, list(itertools.pairwise([*inside, hi])))
+            layers += _ends_as_copies(codes, list(itertools.pairwise([*inside, hi])), set(marks.tolist()))
     return fit if not layers or layers == spans else _fit_of(codes, layers)
 
 
@@ -160,14 +160,23 @@ def _runs_of_spans(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return [(a, b) for a, b in runs]
 
 
-def _last_as_copy(codes: np.ndarray, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """The spans with the last one extended to the longest earlier one that the kernels from its start repeat
-    exactly (the last layer of a kind that closes otherwise than the run's last found layer)."""
-    if len(spans) < 2:
-        return spans
+def _ends_as_copies(codes: np.ndarray, spans: list[tuple[int, int]], marks: set[int]) -> list[tuple[int, int]]:
+    """The graphs of one run with its last one ending as the longest earlier graph whose kernels it repeats exactly
+    (the run's end was found for the common unit, and the last layer may be of another kind), then the graphs that
+    open right after it and repeat an earlier graph exactly (a last layer of another kind the run left out)."""
+    copies = {codes[a:b].tobytes() for a, b in spans[:-1]}
     a, b = spans[-1]
-    copies = [y - x for x, y in spans[:-1] if y - x > b - a and np.array_equal(codes[a : a + y - x], codes[x:y])]
-    return [*spans[:-1], (a, a + max(copies))] if copies else spans
+    spans = [*spans[:-1], (a, a + _longest_copy(codes, a, copies, b - a))]
+    copies.add(codes[slice(*spans[-1])].tobytes())
+    while spans[-1][1] in marks and (length := _longest_copy(codes, spans[-1][1], copies, 0)):
+        spans.append((spans[-1][1], spans[-1][1] + length))
+    return spans
+
+
+def _longest_copy(codes: np.ndarray, start: int, copies: set[bytes], otherwise: int) -> int:
+    """Length of the longest of `copies` that the kernels from `start` repeat, or `otherwise`."""
+    found = [len(c) // codes.itemsize for c in copies if codes[start : start + len(c) // codes.itemsize].tobytes() == c]
+    return max(found, default=otherwise)
 
 
 def by_mixers(codes: np.ndarray, fit: PeriodFit) -> PeriodFit:
