@@ -29,6 +29,7 @@ The algorithm, near-linear in the number of kernels:
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -75,6 +76,7 @@ class PeriodFit:
     confidence: float
     agreement: float = 1.0
     alike: float = 1.0
+    graphs: bool = False  # the layers are the compiled graphs (by_graphs)
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,7 @@ def find_layers(
     expected: int | None = None,
     halves: bool = True,
     opens: np.ndarray | None = None,
+    graphs: bool = False,
 ) -> PeriodFit | None:
     """The best layer segmentation of `codes`, or None when nothing repeats at least `min_layers` times.
     `families` (one id per kernel, segment/family.py) tells which different kernels are variants of one operation:
@@ -105,7 +108,7 @@ def find_layers(
     number of layers of a forward pass the user gave (`toward_count`). With `halves`, the layers of every forward pass
     are found again from where their mixers open (`by_mixers`) when that gives an unambiguous answer. `opens` (one
     flag per kernel) marks the first kernel of each compiled graph: layers compiled one by one are those graphs
-    (`by_graphs`)."""
+    (`by_graphs`; with `graphs`, whatever the phase of the layers found: another step's were the graphs)."""
     codes = np.ascontiguousarray(codes, dtype=np.int64)
     if len(codes) < 2 * min_layers:
         return None
@@ -118,29 +121,32 @@ def find_layers(
     fit = split_alternating(codes, best, kinds)
     fit = with_edge_layers(codes, fit) if edges else fit
     fit = by_mixers(codes, fit) if kinds and edges and halves else fit
-    fit = by_graphs(codes, fit, opens) if opens is not None and opens.any() else fit
+    fit = by_graphs(codes, fit, opens, graphs) if opens is not None and opens.any() else fit
     return toward_count(codes, fit, expected) if expected else fit
 
 
-def by_graphs(codes: np.ndarray, fit: PeriodFit, opens: np.ndarray) -> PeriodFit:
+def by_graphs(codes: np.ndarray, fit: PeriodFit, opens: np.ndarray, force: bool = False) -> PeriodFit:
     """Layers compiled one by one (regional compilation: `torch.compile` on each decoder layer): every layer is one
     compiled graph, whatever its kind, from its graph's first kernel (Inductor numbers a graph's kernels from 0,
     and may run a kernel of the layer before its norm) to the next graph's. Taken when most found layers start at
     most GRAPH_REACH kernels from a graph's first kernel: the layers and the graphs are in phase (in a model compiled
     whole, graphs hold many layers; cut at the attention, as vLLM does, they start mid-layer). The graphs are taken
     within each run of found layers; the last of a run ends where the found run ends, or where an earlier graph of
-    the same kernels does, and graphs right after it that repeat an earlier one are layers too."""
+    the same kernels does, and graphs right after it that repeat an earlier one are layers too. With `force`, the
+    graphs are taken whatever the phase (the caller knows the run's layers are its graphs)."""
     spans = _bounds(fit.layers)
     marks = np.flatnonzero(opens)
     near = [_nearest(marks, a) <= GRAPH_REACH for a, _ in spans]
-    if sum(near) * 2 <= len(spans):
+    if not force and sum(near) * 2 <= len(spans):
         return fit
     layers: list[tuple[int, int]] = []
     for lo, hi in _runs_of_spans(spans):
         inside = marks[(marks >= lo - GRAPH_REACH) & (marks < hi)].tolist()
         if inside:
             layers += _ends_as_copies(codes, list(itertools.pairwise([*inside, hi])), set(marks.tolist()))
-    return fit if not layers or layers == spans else _fit_of(codes, layers)
+    if not layers:
+        return fit
+    return dataclasses.replace(fit if layers == spans else _fit_of(codes, layers), graphs=True)
 
 
 def _nearest(marks: np.ndarray, at: int) -> int:

@@ -298,7 +298,8 @@ def _solve_steps(
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Run period.find_layers on each step's code sequence (once per distinct sequence), toward `expected` layers
     per forward pass when the user gave the count; a step that holds a drafter is the target's verify pass
-    (period.verify_pass)."""
+    (period.verify_pass). When the layers of some step are its compiled graphs (layers compiled one by one), so are
+    those of the steps whose found layers were out of phase with theirs (a step cut into its prologue)."""
     rank, step = np.asarray(data["rank"]), np.asarray(data["step"])
     ids, codes = np.asarray(data["activity_id"], dtype=np.int64), np.asarray(data["code"], dtype=np.int64)
     verify, numbers = np.asarray(data["verify"], dtype=bool), np.asarray(data["inductor_number"], dtype=np.int64)
@@ -307,14 +308,25 @@ def _solve_steps(
     edges = np.concatenate(([0], change, [len(ids)])) if len(ids) else np.array([0])
     layer = np.full(len(ids), -1, dtype=np.int64)
     confidence = np.zeros(len(ids))
+    steps = [(lo, hi, graph_openings(numbers[lo:hi])) for lo, hi in itertools.pairwise(edges)]
+
+    def solve(lo: int, hi: int, opens: np.ndarray, graphs: bool) -> period.PeriodFit | None:
+        fit = period.find_layers(
+            codes[lo:hi], families=family_ids[lo:hi], expected=expected, opens=opens, graphs=graphs
+        )
+        return period.verify_pass(codes[lo:hi], fit, spec.MIN_VERIFY_LAYERS) if verify[lo] else fit
+
     cache: dict[bytes, period.PeriodFit | None] = {}
-    solved: list[tuple[int, int, int]] = []
-    for lo, hi in itertools.pairwise(edges):  # one iteration per step
-        opens = graph_openings(numbers[lo:hi])
-        key = codes[lo:hi].tobytes() + opens.tobytes() + bytes(verify[lo : lo + 1])
+    keys = [codes[lo:hi].tobytes() + opens.tobytes() + bytes(verify[lo : lo + 1]) for lo, hi, opens in steps]
+    for key, (lo, hi, opens) in zip(keys, steps, strict=True):
         if key not in cache:
-            fit = period.find_layers(codes[lo:hi], families=family_ids[lo:hi], expected=expected, opens=opens)
-            cache[key] = period.verify_pass(codes[lo:hi], fit, spec.MIN_VERIFY_LAYERS) if verify[lo] else fit
+            cache[key] = solve(lo, hi, opens, graphs=False)
+    if any(fit is not None and fit.graphs for fit in cache.values()):
+        for key, (lo, hi, opens) in zip(keys, steps, strict=True):
+            if opens.any() and not (cache[key] is not None and cache[key].graphs):
+                cache[key] = solve(lo, hi, opens, graphs=True)
+    solved: list[tuple[int, int, int]] = []
+    for key, (lo, _, _) in zip(keys, steps, strict=True):
         fit = cache[key]
         if fit is None:
             continue
