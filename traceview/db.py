@@ -122,9 +122,9 @@ def first_row(rows: list[tuple[Any, ...]]) -> tuple[Any, ...] | None:
     return rows[0] if rows else None
 
 
-def has_rows(con: duckdb.DuckDBPyConnection, query: str) -> bool:
-    """Whether `query` (SQL) returns a row; DuckDB stops at the first."""
-    return bool(con.execute(f"SELECT EXISTS ({query})").fetchall()[0][0])
+def has_rows(con: duckdb.DuckDBPyConnection, query: str, params: Any = None) -> bool:
+    """Whether `query` (SQL, with `params`) returns a row; DuckDB stops at the first."""
+    return bool(con.execute(f"SELECT EXISTS ({query})", params).fetchall()[0][0])
 
 
 def execute_with(con: duckdb.DuckDBPyConnection, name: str, data: Any, sql: str, params: Any = None) -> None:

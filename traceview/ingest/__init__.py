@@ -336,7 +336,7 @@ def opened_source(paths: Sequence[str | Path]) -> Iterator[Source]:
 def resolve_source(paths: Sequence[str | Path], scratch: Callable[[], Path] | None = None) -> Source:
     """Check that the paths exist, can be read and agree on a backend; fingerprint them. Streams are copied into
     the directory `scratch()` gives (see opened_source); without it they are refused."""
-    from . import jsonstream, spool
+    from . import spool
 
     if not paths:
         raise BadInputError(None, "no trace given", "name at least one trace file")
@@ -383,10 +383,28 @@ def resolve_source(paths: Sequence[str | Path], scratch: Callable[[], Path] | No
         files=flat,
         backend=backend,
         size=size,
-        data_bytes=sum(_size(f) if f.is_dir() else jsonstream.expected_size(f) for f in flat),
+        data_bytes=sum(_data_bytes(f, backend) for f in flat),
         digest=_in_background(lambda: _fingerprint(flat, known)),
         given=given,
     )
+
+
+# An nsys SQLite export's rows take about twice its size in DuckDB: the staged rows alone are about its size (1.08
+# GB in Arrow for the 1 GB bench export: integers SQLite keeps as varints are 8 bytes each), and the tables hold them
+# again. With a cap of the file's size the 1 GB export spilled for 52.6 CPU-s, 2.3 GB peak; at twice, 47.9 CPU-s,
+# 3.0 GB (nsys-ai: 3.0-3.1 GB). Measured 2026-12-03, 2 shared cores, load 3-4.
+NSYS_DATA_PER_BYTE = 2
+
+
+def _data_bytes(trace_file: Path, backend: str) -> int:
+    """What ingest budgets memory for (Source.data_bytes): a Kineto trace's JSON uncompressed, a directory's files,
+    twice an nsys SQLite export or report (NSYS_DATA_PER_BYTE)."""
+    from . import jsonstream
+
+    if trace_file.is_dir():
+        return _size(trace_file)
+    size = jsonstream.expected_size(trace_file)
+    return size * NSYS_DATA_PER_BYTE if backend == NSYS else size
 
 
 def _refuse_twice(files: Sequence[Path]) -> None:

@@ -471,7 +471,10 @@ def _numbered(table: str, order: str) -> str:
 
 
 def _insert_launches(con: duckdb.DuckDBPyConnection, params: dict[str, int]) -> None:
-    """Each call goes to the rank of the GPU work it launched, else to its process's first rank."""
+    """Each call goes to the rank of the GPU work it launched, else to its process's first rank. When no process has
+    two ranks (GPUs), that is the process's rank whatever the call launched, and the GPU work is not looked up (its
+    grouping and join cost 1 CPU-s for the 3 M calls of the 1 GB nsys bench export)."""
+    by_work = has_rows(con, "SELECT pid FROM _nrank GROUP BY pid HAVING count(*) > 1")
     con.execute(
         f"""
         INSERT INTO launches (run_id, rank, launch_id, pid, tid, start_ns, end_ns, name, api, correlation_id)
@@ -483,24 +486,29 @@ def _insert_launches(con: duckdb.DuckDBPyConnection, params: dict[str, int]) -> 
             FROM _nlaunch l
             JOIN ({_numbered("_nlaunch", "start_ns, end_ns, global_tid")}) o ON o.row = l.rowid
             LEFT JOIN names n ON n.id = l.name_id
-        ), work_rank AS (
-            SELECT g.pid, g.correlation_id, min(r.rank) AS rank
-            FROM (SELECT (global_pid >> 24) & 16777215 AS pid, device_id, correlation_id FROM _ngpu) g
-            JOIN _nrank r ON r.pid IS NOT DISTINCT FROM g.pid AND r.device_id IS NOT DISTINCT FROM g.device_id
-            WHERE g.correlation_id IS NOT NULL
-            GROUP BY ALL
-        )
-        SELECT $run, coalesce(w.rank, p.rank),
+        ){_WORK_RANK if by_work else ""}
+        SELECT $run, {"coalesce(w.rank, p.rank)" if by_work else "p.rank"},
                (SELECT coalesce(max(launch_id), 0) FROM launches WHERE run_id = $run) + c.n,
                c.pid, c.tid, c.start_ns + $shift, greatest(c.end_ns, c.start_ns) + $shift, c.api_name,
                CASE WHEN c.event_class = {DRIVER_EVENT_CLASS} OR c.cu THEN 'driver' ELSE 'runtime' END,
                c.correlation_id
         FROM calls c
         JOIN _nproc p ON p.pid IS NOT DISTINCT FROM c.pid
-        LEFT JOIN work_rank w ON w.pid IS NOT DISTINCT FROM c.pid AND w.correlation_id = c.correlation_id
+        {_WORK_RANK_JOIN if by_work else ""}
         """,
         params,
     )
+
+
+# _insert_launches' CTE of the rank of each (process, correlation id) of GPU work, and its join with the calls.
+_WORK_RANK = """, work_rank AS (
+            SELECT g.pid, g.correlation_id, min(r.rank) AS rank
+            FROM (SELECT (global_pid >> 24) & 16777215 AS pid, device_id, correlation_id FROM _ngpu) g
+            JOIN _nrank r ON r.pid IS NOT DISTINCT FROM g.pid AND r.device_id IS NOT DISTINCT FROM g.device_id
+            WHERE g.correlation_id IS NOT NULL
+            GROUP BY ALL
+        )"""
+_WORK_RANK_JOIN = "LEFT JOIN work_rank w ON w.pid IS NOT DISTINCT FROM c.pid AND w.correlation_id = c.correlation_id"
 
 
 # The name of a memory copy or set, from its kinds (staged _ngpu columns); NULL for a kernel.
