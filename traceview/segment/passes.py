@@ -217,13 +217,15 @@ def _replays_as_passes(codes: np.ndarray, found: _Runs, replay: np.ndarray) -> _
     the replay to read as a whole iteration, INNER_COVERAGE); else None."""
     if len(found.spans) < 2 or not all(_whole_replay(replay, a, b) for a, b in found.spans):
         return None
-    passes = []
+    inner: dict[bytes, list[tuple[int, int]]] = {}  # identical replays are solved once
     for a, b in found.spans:
-        fit = period.find_layers(codes[a:b])
-        if fit is None:
+        key = codes[a:b].tobytes()
+        if key not in inner:
+            fit = period.find_layers(codes[a:b])
+            inner[key] = [(s.start, s.end) for s in fit.layers] if fit else []
+        if not inner[key]:
             return None
-        passes.append([(a + s.start, a + s.end) for s in fit.layers])
-    return _runs_of(passes)
+    return _runs_of([[(a + x, a + y) for x, y in inner[codes[a:b].tobytes()]] for a, b in found.spans])
 
 
 def _whole_replay(replay: np.ndarray, lo: int, hi: int) -> bool:

@@ -136,8 +136,8 @@ def by_graphs(codes: np.ndarray, fit: PeriodFit, opens: np.ndarray, force: bool 
     graphs are taken whatever the phase (the caller knows the run's layers are its graphs)."""
     spans = _bounds(fit.layers)
     marks = np.flatnonzero(opens)
-    near = [_nearest(marks, a) <= GRAPH_REACH for a, _ in spans]
-    if not force and sum(near) * 2 <= len(spans):
+    near = _distance_to(marks, np.array([a for a, _ in spans])) <= GRAPH_REACH
+    if not force and int(near.sum()) * 2 <= len(spans):
         return fit
     layers: list[tuple[int, int]] = []
     for lo, hi in _runs_of_spans(spans):
@@ -149,10 +149,12 @@ def by_graphs(codes: np.ndarray, fit: PeriodFit, opens: np.ndarray, force: bool 
     return dataclasses.replace(fit if layers == spans else _fit_of(codes, layers), graphs=True)
 
 
-def _nearest(marks: np.ndarray, at: int) -> int:
-    """Distance from `at` to the nearest of the sorted `marks`."""
-    i = int(np.searchsorted(marks, at))
-    return min(abs(int(marks[j]) - at) for j in (i - 1, i) if 0 <= j < len(marks))
+def _distance_to(marks: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """Per position of `at`, the distance to the nearest of the sorted, non-empty `marks`."""
+    i = np.searchsorted(marks, at)
+    after = marks[np.minimum(i, len(marks) - 1)]
+    before = marks[np.maximum(i - 1, 0)]
+    return np.minimum(np.abs(after - at), np.abs(at - before))
 
 
 def _runs_of_spans(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
