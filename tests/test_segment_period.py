@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from segment_fixtures import FRAMEWORKS, Model, framework_step, random_names
 
-from traceview.segment import period, pipeline
+from traceview.segment import period
 
 
 def codes_of(names: list[str]) -> np.ndarray:
@@ -220,7 +220,7 @@ def test_a_graph_opens_where_inductor_numbers_restart() -> None:
     """Inductor numbers the kernels of each compiled graph from 0 and names a kernel whose code it already made
     (a second identical norm) like the first: that one is followed by later numbers, not by 1."""
     numbers = np.array([-1, 0, -1, 1, 2, 0, -1, 3, -1, 0, 1, -1, 0])
-    assert np.flatnonzero(pipeline.graph_openings(numbers)).tolist() == [1, 9]
+    assert np.flatnonzero(period.graph_openings(numbers)).tolist() == [1, 9]
 
 
 def test_compiled_layers_at_the_end_of_a_run_are_copies_of_earlier_ones() -> None:

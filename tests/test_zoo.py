@@ -25,10 +25,7 @@ ZOO = ROOT / "sample_traces" / "zoo"
 PREFILL_HYBRID = "a prefill of one forward pass whose unit of layer kinds is cut into several passes"
 MISSES = {
     "afmoe_dense1_decode": "the full-attention layer of each 3:1 unit starts 9 kernels early (a sandwich norm)",
-    "qwen2_moe_moe_every_2_compiled": "regional compilation: dense and MoE layers end apart, the unit stays whole",
     "olmo_hybrid_default_prefill": PREFILL_HYBRID,
-    "mixtral_default_compiled": "the first call runs another compiled variant, shorter than a later whole pass: its "
-    "stretch before the passes is not searched for layers, and the first two steps are run together",
 }
 CASES = labelled_cases(ZOO, MISSES)
 

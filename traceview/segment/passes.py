@@ -54,12 +54,15 @@ class Passes:
         return int(np.count_nonzero(self.step_of == NO_STEP))
 
 
-def find_passes(codes: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, replay: np.ndarray) -> Passes:
+def find_passes(
+    codes: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, replay: np.ndarray, numbers: np.ndarray | None = None
+) -> Passes:
     """Steps of one rank's kernel sequence (in GPU start order). `replay` is the CUDA graph replay of each kernel
-    (its graph launch id, -1 when not replayed)."""
+    (its graph launch id, -1 when not replayed); `numbers` Inductor's number of each kernel in its compiled graph
+    (-1 for other kernels)."""
     n = len(codes)
     idle = _idle(start_ns, end_ns)
-    found = _runs(codes, {})
+    found = _by_graphs(codes, numbers) or _runs(codes, {})
     if not found.runs:
         return Passes(np.zeros(n, dtype=np.int64), 1 if n else 0, 0, "whole")
     found = _replays_as_passes(codes, found, replay) or found
@@ -204,6 +207,18 @@ class _Runs:
     by_glue: bool = False  # a drafter's passes and a target's told apart by their glue (_spec_passes)
 
 
+def _by_graphs(codes: np.ndarray, numbers: np.ndarray | None) -> _Runs | None:
+    """The forward passes of a model compiled layer by layer: the runs of back-to-back compiled graphs, when the
+    layers found over the whole sequence are its graphs (period.by_graphs; the first call of a compiled layer may
+    run another variant, whose kernels end the layers elsewhere than a later call's do); else None."""
+    opens = period.graph_openings(numbers) if numbers is not None else None
+    fit = period.find_layers(codes, opens=opens) if opens is not None and opens.any() else None
+    if fit is None or not fit.graphs:
+        return None
+    spans = [(s.start, s.end) for s in fit.layers]
+    return _runs_of([[s for s in spans if a <= s[0] < b] for a, b in period.runs_of_spans(spans)])
+
+
 def _by_mixers(codes: np.ndarray, found: _Runs) -> _Runs | None:
     """The forward passes from where the mixers of their layers open (segment/mixers.py: layers of any kinds,
     the glue between passes told apart from a layer of another kind), when that is unambiguous; else None."""
@@ -287,14 +302,44 @@ def _layers(
     if fit is None:
         return []
     spans = [(lo + s.start, lo + s.end) for s in fit.layers]
-    if _inner_layers(codes, *spans[len(spans) // 2], cache, nested):  # one instance tells whether the unit is a
-        return sorted(itertools.chain.from_iterable(_inner_layers(codes, a, b, cache, nested) for a, b in spans))
+    middle = _inner_layers(codes, *spans[len(spans) // 2], cache, nested)
+    if middle:  # one instance tells whether the unit is a whole iteration
+        inner = sorted(itertools.chain.from_iterable(_inner_layers(codes, a, b, cache, nested) for a, b in spans))
+        return sorted(inner + _passes_beside(codes, lo, hi, spans, middle, cache, nested))
     found = list(spans)
-    edges = [lo, *itertools.chain.from_iterable(spans), hi]
-    for a, b in zip(edges[::2], edges[1::2], strict=True):  # the stretches between runs of layers
+    for a, b in _stretches(lo, hi, spans):
         if b - a >= MIN_STRETCH_LAYERS * fit.period and (a, b) != (lo, hi):
             found += _layers(codes, a, b, cache, nested)
     return sorted(found)
+
+
+def _stretches(lo: int, hi: int, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The stretches of [lo, hi) that no span covers."""
+    edges = [lo, *itertools.chain.from_iterable(spans), hi]
+    return [(a, b) for a, b in zip(edges[::2], edges[1::2], strict=True) if b > a]
+
+
+def _passes_beside(
+    codes: np.ndarray,
+    lo: int,
+    hi: int,
+    iterations: list[tuple[int, int]],
+    middle: list[tuple[int, int]],
+    cache: dict[bytes, list[tuple[int, int]]],
+    nested: bool,
+) -> list[tuple[int, int]]:
+    """Layers of the stretches beside whole iterations that hold a forward pass of another variant (the first call
+    of a compiled model runs other kernels than the later ones): layers back to back, as many as an iteration holds.
+    Other stretches (a prologue, a sampler's kernels) give none."""
+    typical = int(np.median([b - a for a, b in middle]))
+    found: list[tuple[int, int]] = []
+    for a, b in _stretches(lo, hi, iterations):
+        if b - a < len(middle) * typical // 2:
+            continue
+        layers = _layers(codes, a, b, cache, nested)
+        if len(layers) == len(middle) and all(x[1] == y[0] for x, y in itertools.pairwise(layers)):
+            found += layers
+    return found
 
 
 def _inner_layers(

@@ -125,6 +125,19 @@ def find_layers(
     return toward_count(codes, fit, expected) if expected else fit
 
 
+def graph_openings(numbers: np.ndarray) -> np.ndarray:
+    """Per kernel, whether it is the first kernel of a compiled graph: Inductor's number 0, and the next kernel that
+    Inductor numbers otherwise is its number 1 (a kernel whose code is the first one's, such as a second identical
+    norm, is named like it later in the graph, and the numbers after it go on)."""
+    numbered = np.flatnonzero(numbers > 0)
+    zeros = np.flatnonzero(numbers == 0)
+    following = np.searchsorted(numbered, zeros)
+    known = following < len(numbered)
+    opens = np.zeros(len(numbers), dtype=bool)
+    opens[zeros[known]] = numbers[numbered[following[known]]] == 1
+    return opens
+
+
 def by_graphs(codes: np.ndarray, fit: PeriodFit, opens: np.ndarray, force: bool = False) -> PeriodFit:
     """Layers compiled one by one (regional compilation: `torch.compile` on each decoder layer): every layer is one
     compiled graph, whatever its kind, from its graph's first kernel (Inductor numbers a graph's kernels from 0,
@@ -140,7 +153,7 @@ def by_graphs(codes: np.ndarray, fit: PeriodFit, opens: np.ndarray, force: bool 
     if not force and int(near.sum()) * 2 <= len(spans):
         return fit
     layers: list[tuple[int, int]] = []
-    for lo, hi in _runs_of_spans(spans):
+    for lo, hi in runs_of_spans(spans):
         inside = marks[(marks >= lo - GRAPH_REACH) & (marks < hi)].tolist()
         if inside:
             layers += _ends_as_copies(codes, list(itertools.pairwise([*inside, hi])), set(marks.tolist()))
@@ -157,7 +170,7 @@ def _distance_to(marks: np.ndarray, at: np.ndarray) -> np.ndarray:
     return np.minimum(np.abs(after - at), np.abs(at - before))
 
 
-def _runs_of_spans(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+def runs_of_spans(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """The stretches that consecutive spans cover without a gap."""
     runs: list[list[int]] = []
     for a, b in spans:

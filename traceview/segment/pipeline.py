@@ -289,19 +289,6 @@ def families_of(codes: np.ndarray, families: dict[int, int]) -> np.ndarray:
     return np.array([families.get(int(c), -1) for c in distinct], dtype=np.int64)[inverse.reshape(-1)]
 
 
-def graph_openings(numbers: np.ndarray) -> np.ndarray:
-    """Per kernel, whether it is the first kernel of a compiled graph: Inductor's number 0, and the next kernel that
-    Inductor numbers otherwise is its number 1 (a kernel whose code is the first one's, such as a second identical
-    norm, is named like it later in the graph, and the numbers after it go on)."""
-    numbered = np.flatnonzero(numbers > 0)
-    zeros = np.flatnonzero(numbers == 0)
-    following = np.searchsorted(numbered, zeros)
-    known = following < len(numbered)
-    opens = np.zeros(len(numbers), dtype=bool)
-    opens[zeros[known]] = numbers[numbered[following[known]]] == 1
-    return opens
-
-
 def _solve_steps(
     data: dict[str, np.ndarray], families: dict[int, int], expected: int | None
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -317,7 +304,7 @@ def _solve_steps(
     edges = np.concatenate(([0], change, [len(ids)])) if len(ids) else np.array([0])
     layer = np.full(len(ids), -1, dtype=np.int64)
     confidence = np.zeros(len(ids))
-    steps = [(lo, hi, graph_openings(numbers[lo:hi])) for lo, hi in itertools.pairwise(edges)]
+    steps = [(lo, hi, period.graph_openings(numbers[lo:hi])) for lo, hi in itertools.pairwise(edges)]
 
     def solve(lo: int, hi: int, opens: np.ndarray, graphs: bool) -> period.PeriodFit | None:
         fit = period.find_layers(
