@@ -24,7 +24,6 @@ import zoo_accuracy  # noqa: E402 - bench/zoo_accuracy.py
 ZOO = ROOT / "sample_traces" / "zoo"
 PREFILL_HYBRID = "a prefill of one forward pass whose unit of layer kinds is cut into several passes"
 MISSES = {
-    "afmoe_dense1_decode": "the full-attention layer of each 3:1 unit starts 9 kernels early (a sandwich norm)",
     "olmo_hybrid_default_prefill": PREFILL_HYBRID,
 }
 CASES = labelled_cases(ZOO, MISSES)

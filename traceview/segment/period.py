@@ -723,7 +723,7 @@ def _layers_at(
     Layers of another kind before the first layer are left to `_extend_left`."""
     rotated = np.roll(unit, shift)
     bounds = _trim(codes, _segments(codes, _snapped(codes, marks - shift, rotated), rotated), rotated)
-    spans = _accepted(codes, bounds, rotated)
+    spans = _accepted(codes, _whole_copies(codes, bounds, rotated), rotated)
     return _extend_left(codes, spans, rotated) + spans, rotated
 
 
@@ -1041,6 +1041,22 @@ def _unique_in_cycle(unit: np.ndarray, gram: np.ndarray) -> bool:
     cyclic = np.concatenate([unit, unit[: len(gram) - 1]])
     windows = np.lib.stride_tricks.sliding_window_view(cyclic, len(gram))
     return int((windows == gram[None, :]).all(axis=1).sum()) == 1
+
+
+def _whole_copies(codes: np.ndarray, bounds: np.ndarray, unit: np.ndarray) -> np.ndarray:
+    """Move the boundary between two touching segments later where that makes the first one an exact copy of the
+    unit: a layer of another kind after it (a full-attention layer among sliding ones, without the mask kernels in
+    its middle) has its anchor nearer its start, and its start, put one unit-offset before the anchor, lands in the
+    layer before (on a norm that ends it, as sandwich norms do)."""
+    length = len(unit)
+    out = bounds.copy()
+    for i in np.flatnonzero(bounds[:-1, 1] - bounds[:-1, 0] < length):  # only the short ones
+        start, end = out[i]
+        if end == out[i + 1, 0] and start + length < out[i + 1, 1] and np.array_equal(
+            codes[start : start + length], unit
+        ):
+            out[i, 1] = out[i + 1, 0] = start + length
+    return out
 
 
 def _trim(codes: np.ndarray, bounds: np.ndarray, unit: np.ndarray) -> np.ndarray:
