@@ -22,10 +22,7 @@ sys.path[:0] = [str(ROOT / "sample_traces" / "corpus"), str(ROOT / "bench")]
 import zoo_accuracy  # noqa: E402 - bench/zoo_accuracy.py
 
 ZOO = ROOT / "sample_traces" / "zoo"
-PREFILL_HYBRID = "a prefill of one forward pass whose unit of layer kinds is cut into several passes"
-MISSES = {
-    "olmo_hybrid_default_prefill": PREFILL_HYBRID,
-}
+MISSES: dict[str, str] = {}  # run -> why traceview misses it (a strict expected failure); none at present
 CASES = labelled_cases(ZOO, MISSES)
 
 

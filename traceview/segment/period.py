@@ -424,8 +424,23 @@ def boundary_cuts(unit: np.ndarray) -> list[int] | None:
     if any(a == b for a, b in zip(pieces, pieces[1:] + pieces[:1], strict=True)):
         return _closing_cuts(unit, bounds, pieces)
     if len(pieces) % 2 == 0 and len(pieces) >= 4:
-        return marks[1::2]
+        return sorted(marks[1::2] + _after_channel_copies(bounds, pieces))
     return None
+
+
+def _after_channel_copies(bounds: list[int], pieces: list[bytes]) -> list[int]:
+    """Where a channel-mixing half much longer than the others opens with an exact copy of the most common one, a
+    cut after that copy: the rest is a layer that opens otherwise (a post-norm layer opens with its own token
+    mixer, and a full-attention one's differs from the linear-attention ones' before it), its kernels run on into
+    the half before it."""
+    halves = pieces[1::2]
+    common = max(set(halves), key=halves.count)
+    size = len(common) // np.dtype(np.int64).itemsize
+    return [
+        a + size
+        for a, piece in zip(bounds[1::2], halves, strict=True)
+        if piece != common and len(piece) >= 1.5 * len(common) and piece.startswith(common)
+    ]
 
 
 def _closing_cuts(unit: np.ndarray, bounds: list[int], pieces: list[bytes]) -> list[int]:
