@@ -233,13 +233,17 @@ def test_a_one_layer_drafter_in_a_bare_trace(tmp_path: Path, drafts: list[int], 
     assert roles == [("draft", 0), ("target", 6 * 17 * len(drafts))]
 
 
-@pytest.mark.xfail(
+OTHER_NORM = pytest.mark.xfail(
     strict=True,
-    reason="known limit: a drafter whose norm kernels are not the target's (another norm implementation or dtype): "
-    "the boundary context of the target's halves (residual add, then its norm) marks none of the drafter's, whose "
-    "passes read as the glue between verifies (one context per trace; a context per model is not searched)",
+    reason="known limit: a drafter of two layers whose norm kernels are not the target's (another norm implementation "
+    "or dtype): the boundary context of the target's halves (residual add, then its norm) marks none of the "
+    "drafter's, whose passes read as the glue between verifies (one context per trace; a context per model is not "
+    "searched). A one-layer drafter is found since its pass, a few kernels longer than the glue between verifies, "
+    "is cut where that glue comes back (passes._glue_inside)",
 )
-@pytest.mark.parametrize("draft_layers", [1, 2])
+
+
+@pytest.mark.parametrize("draft_layers", [1, pytest.param(2, marks=OTHER_NORM)])
 def test_a_drafter_whose_norm_is_not_the_targets(tmp_path: Path, draft_layers: int) -> None:
     database = tmp_path / "run.db"
     trace = _eager_spec_trace(tmp_path / "spec.json", [3] * 4, draft_layers, draft_norm=("fused_rms_norm",))

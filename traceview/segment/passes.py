@@ -55,14 +55,19 @@ class Passes:
 
 
 def find_passes(
-    codes: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, replay: np.ndarray, numbers: np.ndarray | None = None
+    codes: np.ndarray,
+    start_ns: np.ndarray,
+    end_ns: np.ndarray,
+    replay: np.ndarray,
+    numbers: np.ndarray | None = None,
+    graph: np.ndarray | None = None,
 ) -> Passes:
     """Steps of one rank's kernel sequence (in GPU start order). `replay` is the CUDA graph replay of each kernel
-    (its graph launch id, -1 when not replayed); `numbers` Inductor's number of each kernel in its compiled graph
-    (-1 for other kernels)."""
+    (its graph launch id, -1 when not replayed), `graph` the graph it replays (-1 when none); `numbers` Inductor's
+    number of each kernel in its compiled graph (-1 for other kernels)."""
     n = len(codes)
     idle = _idle(start_ns, end_ns)
-    found = _by_graphs(codes, numbers) or _runs(codes, {})
+    found = _by_graphs(codes, numbers) or _runs(codes, {}, restarts=_restarts(replay, graph))
     if not found.runs:
         return Passes(np.zeros(n, dtype=np.int64), 1 if n else 0, 0, "whole")
     found = _replays_as_passes(codes, found, replay) or found
@@ -243,6 +248,15 @@ def _replays_as_passes(codes: np.ndarray, found: _Runs, replay: np.ndarray) -> _
     return _runs_of([[(a + x, a + y) for x, y in inner[codes[a:b].tobytes()]] for a, b in found.spans])
 
 
+def _restarts(replay: np.ndarray, graph: np.ndarray | None) -> np.ndarray:
+    """The kernels that begin a replay of the graph whose replay ran the kernel before (two passes of a captured
+    step, or two layers of a captured layer: never one layer)."""
+    if graph is None or len(replay) < 2:
+        return np.array([], dtype=np.int64)
+    new = (replay[1:] != replay[:-1]) & (replay[1:] >= 0) & (replay[:-1] >= 0) & (graph[1:] == graph[:-1])
+    return np.flatnonzero(new) + 1
+
+
 def _whole_replay(replay: np.ndarray, lo: int, hi: int) -> bool:
     """Whether kernels [lo, hi) are all the kernels of one graph replay."""
     graph = replay[lo]
@@ -265,13 +279,20 @@ def _runs_of(passes: list[list[tuple[int, int]]], by_glue: bool = False) -> _Run
 
 
 def _runs(
-    codes: np.ndarray, cache: dict[bytes, list[tuple[int, int]]], short: float = 0.0, nested: bool = False
+    codes: np.ndarray,
+    cache: dict[bytes, list[tuple[int, int]]],
+    short: float = 0.0,
+    nested: bool = False,
+    restarts: np.ndarray | None = None,
 ) -> _Runs:
     """The forward passes. A "layer" much longer than the median has swallowed the stretch between two passes (an
     epilogue and the next prologue) and ends a run; so does a "layer" shorter than `short` times the median (a
-    repeat in the host's glue between passes, such as sampling's kernels). When looking for a drafter (`short` or
-    `nested`), an overlong "layer" that holds layers of the median length is a drafter's whole pass: its layers
-    count (between its prologue and its epilogue). `nested`: layers inside layers are searched (_layers)."""
+    repeat in the host's glue between passes, such as sampling's kernels), and one that holds one of `restarts`
+    (kernels where a graph's replay follows another replay of it: a layer does not run in two; a "layer" of many
+    replays is a whole iteration, such as a drafter's passes and the target's). When looking for a
+    drafter (`short` or `nested`), an overlong "layer" that holds layers of the median length is a drafter's whole
+    pass: its layers count (between its prologue and its epilogue). `nested`: layers inside layers are searched
+    (_layers)."""
     found = _layers(codes, 0, len(codes), cache, nested)
     typical = int(np.median([b - a for a, b in found])) if found else 0
     if short or nested:  # repeats shorter than any layer (the glue's) do not make the typical length
@@ -279,15 +300,75 @@ def _runs(
         found = sorted(
             itertools.chain.from_iterable(_pass_layers(codes, a, b, typical, cache, nested) for a, b in found)
         )
+    keep = np.array([short * typical <= b - a <= OVERLONG * typical for a, b in found], dtype=bool)
+    if restarts is not None and len(restarts) and found:
+        bounds = np.array(found)
+        held = np.searchsorted(restarts, bounds[:, 1]) - np.searchsorted(restarts, bounds[:, 0], side="right")
+        keep &= held != 1  # one pass's end and the next one's start; spans of many replays are whole iterations
+    runs = _chain(found, keep)
+    glued = _glue_inside(codes, found, runs)
+    if glued:
+        found, keep = _without_glue(found, keep, glued)
+        runs = _chain(found, keep)
+    return _Runs([(a, b) for a, b, _, _ in runs], [r[2] for r in runs], [r[3] for r in runs], typical, found)
+
+
+def _chain(found: list[tuple[int, int]], keep: np.ndarray) -> list[list[int]]:
+    """Runs of back-to-back kept spans: [start, end, last span's start, spans]."""
     runs: list[list[int]] = []
-    for start, end in found:
-        if not short * typical <= end - start <= OVERLONG * typical:
+    for (start, end), kept in zip(found, keep, strict=True):
+        if not kept:
             continue
         if runs and runs[-1][1] == start:
             runs[-1][1:] = [end, start, runs[-1][3] + 1]
         else:
             runs.append([start, end, start, 1])
-    return _Runs([(a, b) for a, b, _, _ in runs], [r[2] for r in runs], [r[3] for r in runs], typical, found)
+    return runs
+
+
+def _glue_inside(codes: np.ndarray, found: list[tuple[int, int]], runs: list[list[int]]) -> dict[int, tuple[int, int]]:
+    """Per span that holds the kernels found between two runs (an epilogue and the next prologue), where they are
+    in it: a "layer" that ran on from one pass into the next, a few kernels longer than a layer (a small model's
+    host-side glue). Kernels that most spans hold are a layer's own, not glue; a stretch between runs that a span
+    covers is a layer left out of them, not glue."""
+    starts = np.array([a for a, _ in found], dtype=np.int64)
+    ends = np.array([b for _, b in found], dtype=np.int64)
+    gaps = [(a, b) for (_, a, _, _), (b, _, _, _) in itertools.pairwise(runs) if b - a >= MIN_GLUE]
+    glues = {codes[a:b].tobytes() for a, b in gaps if not _overlapped(starts, ends, a, b)}
+    held: dict[int, tuple[int, int]] = {}
+    if not glues:
+        return held
+    for glue in glues:
+        gram = np.frombuffer(glue, dtype=codes.dtype)
+        hits = period.occurrences(codes, gram)
+        span = np.searchsorted(starts, hits, side="right") - 1
+        inside = (span >= 0) & (hits + len(gram) <= ends[np.maximum(span, 0)])
+        holding = dict(zip(span[inside].tolist(), hits[inside].tolist(), strict=True))
+        if len(holding) * 2 < len(found):
+            held |= {i: (hit, hit + len(gram)) for i, hit in holding.items()}
+    return held
+
+
+def _overlapped(starts: np.ndarray, ends: np.ndarray, lo: int, hi: int) -> bool:
+    """Whether a span (sorted, not overlapping) overlaps [lo, hi): then the stretch is a layer left out of the runs
+    (of another kind or length), not glue."""
+    i = int(np.searchsorted(ends, lo, side="right"))
+    return i < len(starts) and starts[i] < hi
+
+
+def _without_glue(
+    found: list[tuple[int, int]], keep: np.ndarray, glued: dict[int, tuple[int, int]]
+) -> tuple[list[tuple[int, int]], np.ndarray]:
+    """The spans with the glue cut out of those that hold it: the end of one pass's last layer, the start of the next
+    pass's first."""
+    spans: list[tuple[int, int]] = []
+    kept: list[bool] = []
+    for i, (start, end) in enumerate(found):
+        pieces = [(start, glued[i][0]), (glued[i][1], end)] if i in glued else [(start, end)]
+        pieces = [(a, b) for a, b in pieces if b > a]
+        spans += pieces
+        kept += [bool(keep[i])] * len(pieces)
+    return spans, np.array(kept, dtype=bool)
 
 
 def _layers(

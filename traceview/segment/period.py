@@ -54,6 +54,8 @@ HINTED_EDGE = 0.6  # the same, when the user's layer count says layers are missi
 MAX_PHASES = 4  # plausible phases tried, earliest first (the spill of a final norm is rarely wider)
 SPLIT_ALIKE = 0.75  # multiset similarity of the parts of a unit that holds several layers of alternating kinds
 MIN_BLOCK = 8  # the fewest kernels of a layer repeated at the start of a unit of several layers
+EXTENSION_REACH = 2  # phases after the leftmost extension tried beside the latest ones (_phases)
+MIXERS_SHARE = 0.75  # of the layers' kernels the layers found from their mixers explain (not a loop inside them)
 GRAPH_REACH = 3  # kernels between a found layer's start and its compiled graph's first kernel (Inductor's reorder)
 
 
@@ -203,12 +205,13 @@ def _longest_copy(codes: np.ndarray, start: int, copies: set[bytes], otherwise: 
 def by_mixers(codes: np.ndarray, fit: PeriodFit) -> PeriodFit:
     """The layers of every forward pass in `codes` from where their mixers open (segment/mixers.py), when that
     gives an unambiguous answer; else the fit. The boundary contexts are searched around the fit's layers, then
-    around the layers inside them (a unit of several layers found out of phase). A layer's confidence is the share
+    around the layers inside them (a unit of several layers found out of phase); an answer that explains less than
+    MIXERS_SHARE of the fit's kernels is a loop inside the layers (an SSM's scan). A layer's confidence is the share
     of its kernels that other layers also run."""
     found = _bounds(fit.layers)
     passes = mixers.forward_passes(codes, found) or mixers.forward_passes(codes, _inner_bounds(codes, found))
     spans = [span for layers in passes or [] for span in layers]
-    if not spans or spans == found:
+    if not spans or spans == found or mixers.covered(spans) < MIXERS_SHARE * mixers.covered(found):
         return fit
     return _fit_of(codes, spans)
 
@@ -691,6 +694,7 @@ def _fit(
     )[:2]
     if len(spans) < min_layers:
         return None
+    spans = _without_foreign_openings(codes, spans, rotated, families)
     covered = sum(s.end - s.start for s in spans)
     confidence = float(np.mean([s.confidence for s in spans]))
     if copies < 2 and _order_confidence(codes, spans, rotated) < EXACT_OR_CONFIDENT:
@@ -700,9 +704,39 @@ def _fit(
     )
 
 
+def _without_foreign_openings(
+    codes: np.ndarray, spans: list[LayerSpan], rotated: np.ndarray, families: np.ndarray | None
+) -> list[LayerSpan]:
+    """The first layer of each run without its first kernel when that kernel is of another family than the unit's
+    first one and the unit's second kernel follows it: the layer lacks the kernel the others open with (the first
+    layer has no residual to cast or add, its input being the embedding's), and that kernel is the prologue's.
+    A first kernel of the same family (a plain norm where the others fuse the residual add) stays."""
+    if families is None or len(rotated) < 2:
+        return spans
+    family_of = np.full(int(codes.max()) + 1, -1, dtype=np.int64)
+    family_of[codes] = families
+    out = list(spans)
+    for i, span in enumerate(spans):
+        first = span.start
+        if (i and spans[i - 1].end == first) or span.end - first < 3:
+            continue
+        if codes[first + 1] == rotated[1] and family_of[codes[first]] != family_of[rotated[0]]:
+            out[i] = LayerSpan(first + 1, span.end, span.confidence)
+    return out
+
+
 def _opening_alike(codes: np.ndarray, spans: list[LayerSpan], rotated: np.ndarray) -> int:
-    """How many layers open with the rotated unit's first kernel."""
-    return sum(int(codes[s.start] == rotated[0]) for s in spans if s.end > s.start)
+    """How many layers open with the rotated unit's first kernel, or lacking it, with its second (a first layer has
+    no residual to cast or add: its input is the embedding's)."""
+    second = rotated[1] if len(rotated) > 1 else rotated[0]
+    return sum(
+        int(
+            codes[s.start] == rotated[0]
+            or (codes[s.start] == second and (s.start == 0 or codes[s.start - 1] != rotated[0]))
+        )
+        for s in spans
+        if s.end > s.start
+    )
 
 
 def _without_strays(codes: np.ndarray, marks: np.ndarray, unit: np.ndarray) -> np.ndarray:
@@ -849,8 +883,11 @@ def _phases(
         + variant
     )
     plausible = [int(d) for d in np.flatnonzero(score == score.max())[::-1]]
-    found = [(d, 1 + int(variant[d])) for d in plausible[:MAX_PHASES]]
-    return found if extension in plausible[:MAX_PHASES] else [*found, (extension, 0)]
+    # when the repetition's leftmost extension is not plausible, the plausible phases just after it are tried too:
+    # the first layer lacks a kernel that the others open with (a residual cast, its input being the embedding's)
+    tried = plausible[:MAX_PHASES] + [d for d in plausible[MAX_PHASES:] if 0 < d - extension <= EXTENSION_REACH]
+    found = [(d, 1 + int(variant[d])) for d in tried]
+    return found if extension in tried else [*found, (extension, 0)]
 
 
 def _variant_first(
@@ -1009,14 +1046,14 @@ def _extend_left(codes: np.ndarray, spans: list[LayerSpan], unit: np.ndarray) ->
     head = _opening(unit)
     found: list[LayerSpan] = []
     end = spans[0].start
-    for hits in (_hits(codes[:end], head), _hits(codes[:end], head[1:]) - 1):
+    for hits in (occurrences(codes[:end], head), occurrences(codes[:end], head[1:]) - 1):
         while (layer := _best_layer_before(codes, hits, end, unit)) is not None:
             found.insert(0, layer)
             end = layer.start
     return found
 
 
-def _hits(codes: np.ndarray, gram: np.ndarray) -> np.ndarray:
+def occurrences(codes: np.ndarray, gram: np.ndarray) -> np.ndarray:
     """Positions where `gram` occurs in `codes`."""
     if len(gram) == 0 or len(codes) < len(gram):
         return np.array([], dtype=np.int64)
@@ -1067,8 +1104,10 @@ def _whole_copies(codes: np.ndarray, bounds: np.ndarray, unit: np.ndarray) -> np
     out = bounds.copy()
     for i in np.flatnonzero(bounds[:-1, 1] - bounds[:-1, 0] < length):  # only the short ones
         start, end = out[i]
-        if end == out[i + 1, 0] and start + length < out[i + 1, 1] and np.array_equal(
-            codes[start : start + length], unit
+        if (
+            end == out[i + 1, 0]
+            and start + length < out[i + 1, 1]
+            and np.array_equal(codes[start : start + length], unit)
         ):
             out[i, 1] = out[i + 1, 0] = start + length
     return out

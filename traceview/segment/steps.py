@@ -282,7 +282,8 @@ def _steps_from_kernels(con: duckdb.DuckDBPyConnection, ranks: list[int]) -> _Ra
             QUALIFY row_number() OVER (PARTITION BY rank ORDER BY count(*) DESC, stream_id NULLS LAST) = 1
         )
         SELECT k.rank, k.activity_id, k.code, k.start_ns, k.end_ns, k.inductor_number,
-               CASE WHEN regexp_matches(k.l_name, $graph) THEN k.launch_id ELSE -1 END AS replay
+               CASE WHEN regexp_matches(k.l_name, $graph) THEN k.launch_id ELSE -1 END AS replay,
+               CASE WHEN regexp_matches(k.l_name, $graph) THEN coalesce(k.graph_id, -1) ELSE -1 END AS graph
         FROM kernels k JOIN main m ON k.rank = m.rank AND k.stream_id IS NOT DISTINCT FROM m.stream_id
         ORDER BY k.rank, k.start_ns, k.activity_id
         """,
@@ -293,13 +294,14 @@ def _steps_from_kernels(con: duckdb.DuckDBPyConnection, ranks: list[int]) -> _Ra
     start, end = np.asarray(data["start_ns"], dtype=np.int64), np.asarray(data["end_ns"], dtype=np.int64)
     replay = np.nan_to_num(np.asarray(data["replay"], dtype=float), nan=-1).astype(np.int64)
     numbers = np.asarray(data["inductor_number"], dtype=np.int64)
+    graph = np.nan_to_num(np.asarray(data["graph"], dtype=float), nan=-1).astype(np.int64)
     edges = np.flatnonzero(np.diff(rank)) + 1
     rows: list[StepRow] = []
     method_of = dict.fromkeys(ranks, "whole")  # a rank without kernels: no step
     kept: list[np.ndarray] = []
     steps_of: list[np.ndarray] = []
     for lo, hi in itertools.pairwise([0, *edges, len(ids)] if len(ids) else []):  # one iteration per rank
-        found = passes.find_passes(codes[lo:hi], start[lo:hi], end[lo:hi], replay[lo:hi], numbers[lo:hi])
+        found = passes.find_passes(codes[lo:hi], start[lo:hi], end[lo:hi], replay[lo:hi], numbers[lo:hi], graph[lo:hi])
         keep = found.step_of != passes.NO_STEP
         kept.append(ids[lo:hi][keep])
         steps_of.append(found.step_of[keep])
