@@ -67,7 +67,8 @@ def find_passes(
     number of each kernel in its compiled graph (-1 for other kernels)."""
     n = len(codes)
     idle = _idle(start_ns, end_ns)
-    found = _by_graphs(codes, numbers) or _runs(codes, {}, restarts=_restarts(replay, graph))
+    opens = period.graph_openings(numbers) if numbers is not None else None
+    found = _by_graphs(codes, opens) or _runs(codes, {}, restarts=_restarts(replay, graph), opens=opens)
     if not found.runs:
         return Passes(np.zeros(n, dtype=np.int64), 1 if n else 0, 0, "whole")
     found = _replays_as_passes(codes, found, replay) or found
@@ -212,11 +213,10 @@ class _Runs:
     by_glue: bool = False  # a drafter's passes and a target's told apart by their glue (_spec_passes)
 
 
-def _by_graphs(codes: np.ndarray, numbers: np.ndarray | None) -> _Runs | None:
+def _by_graphs(codes: np.ndarray, opens: np.ndarray | None) -> _Runs | None:
     """The forward passes of a model compiled layer by layer: the runs of back-to-back compiled graphs, when the
     layers found over the whole sequence are its graphs (period.by_graphs; the first call of a compiled layer may
     run another variant, whose kernels end the layers elsewhere than a later call's do); else None."""
-    opens = period.graph_openings(numbers) if numbers is not None else None
     fit = period.find_layers(codes, opens=opens) if opens is not None and opens.any() else None
     if fit is None or not fit.graphs:
         return None
@@ -284,6 +284,7 @@ def _runs(
     short: float = 0.0,
     nested: bool = False,
     restarts: np.ndarray | None = None,
+    opens: np.ndarray | None = None,
 ) -> _Runs:
     """The forward passes. A "layer" much longer than the median has swallowed the stretch between two passes (an
     epilogue and the next prologue) and ends a run; so does a "layer" shorter than `short` times the median (a
@@ -292,8 +293,8 @@ def _runs(
     replays is a whole iteration, such as a drafter's passes and the target's). When looking for a
     drafter (`short` or `nested`), an overlong "layer" that holds layers of the median length is a drafter's whole
     pass: its layers count (between its prologue and its epilogue). `nested`: layers inside layers are searched
-    (_layers)."""
-    found = _layers(codes, 0, len(codes), cache, nested)
+    (_layers). `opens` marks the first kernel of each compiled graph (layers compiled one by one are graphs)."""
+    found = _layers(codes, 0, len(codes), cache, nested, opens)
     typical = int(np.median([b - a for a, b in found])) if found else 0
     if short or nested:  # repeats shorter than any layer (the glue's) do not make the typical length
         typical = int(np.median([n for a, b in found if (n := b - a) >= period.MIN_BLOCK] or [typical]))
@@ -372,7 +373,12 @@ def _without_glue(
 
 
 def _layers(
-    codes: np.ndarray, lo: int, hi: int, cache: dict[bytes, list[tuple[int, int]]] | None = None, nested: bool = False
+    codes: np.ndarray,
+    lo: int,
+    hi: int,
+    cache: dict[bytes, list[tuple[int, int]]] | None = None,
+    nested: bool = False,
+    opens: np.ndarray | None = None,
 ) -> list[tuple[int, int]]:
     """Layer spans in codes[lo:hi]: the best fit, then fits of their own in the long stretches it left (a prefill
     among decode steps). When the best repeating unit is a whole iteration (its instances hold layers of their
@@ -383,14 +389,14 @@ def _layers(
     if fit is None:
         return []
     spans = [(lo + s.start, lo + s.end) for s in fit.layers]
-    middle = _inner_layers(codes, *spans[len(spans) // 2], cache, nested)
+    middle = _inner_layers(codes, *spans[len(spans) // 2], cache, nested, opens)
     if middle:  # one instance tells whether the unit is a whole iteration
-        inner = sorted(itertools.chain.from_iterable(_inner_layers(codes, a, b, cache, nested) for a, b in spans))
-        return sorted(inner + _passes_beside(codes, lo, hi, spans, middle, cache, nested))
+        inner = itertools.chain.from_iterable(_inner_layers(codes, a, b, cache, nested, opens) for a, b in spans)
+        return sorted([*inner, *_passes_beside(codes, (lo, hi), spans, middle, cache, nested, opens)])
     found = list(spans)
     for a, b in _stretches(lo, hi, spans):
         if b - a >= MIN_STRETCH_LAYERS * fit.period and (a, b) != (lo, hi):
-            found += _layers(codes, a, b, cache, nested)
+            found += _layers(codes, a, b, cache, nested, opens)
     return sorted(found)
 
 
@@ -402,29 +408,34 @@ def _stretches(lo: int, hi: int, spans: list[tuple[int, int]]) -> list[tuple[int
 
 def _passes_beside(
     codes: np.ndarray,
-    lo: int,
-    hi: int,
+    bounds: tuple[int, int],
     iterations: list[tuple[int, int]],
     middle: list[tuple[int, int]],
     cache: dict[bytes, list[tuple[int, int]]],
     nested: bool,
+    opens: np.ndarray | None,
 ) -> list[tuple[int, int]]:
     """Layers of the stretches beside whole iterations that hold a forward pass of another variant (the first call
     of a compiled model runs other kernels than the later ones): layers back to back, as many as an iteration holds.
     Other stretches (a prologue, a sampler's kernels) give none."""
     typical = int(np.median([b - a for a, b in middle]))
     found: list[tuple[int, int]] = []
-    for a, b in _stretches(lo, hi, iterations):
+    for a, b in _stretches(*bounds, iterations):
         if b - a < len(middle) * typical // 2:
             continue
-        layers = _layers(codes, a, b, cache, nested)
+        layers = _layers(codes, a, b, cache, nested, opens)
         if len(layers) == len(middle) and all(x[1] == y[0] for x, y in itertools.pairwise(layers)):
             found += layers
     return found
 
 
 def _inner_layers(
-    codes: np.ndarray, lo: int, hi: int, cache: dict[bytes, list[tuple[int, int]]], nested: bool = False
+    codes: np.ndarray,
+    lo: int,
+    hi: int,
+    cache: dict[bytes, list[tuple[int, int]]],
+    nested: bool = False,
+    opens: np.ndarray | None = None,
 ) -> list[tuple[int, int]]:
     """The layers inside one instance of a repeating unit, when they cover most of it (a whole iteration: layers
     between a prologue and an epilogue; the experts of a layer's loop leave its attention out) and do not fill it
@@ -432,17 +443,22 @@ def _inner_layers(
     by _layers inside the instance, and also taken when they are copies of one unit (a run of a drafter's passes)
     or cover PASSES_COVERAGE of an instance that is a whole step of speculative decoding (step_drafts: a drafter's
     passes and a target's). Identical instances are solved once (`cache`, keyed by their kernels)."""
-    key = codes[lo:hi].tobytes()
+    unit_opens = opens[lo:hi] if opens is not None and opens[lo:hi].any() else None
+    key = codes[lo:hi].tobytes() + (unit_opens.tobytes() if unit_opens is not None else b"")
     if key not in cache:
         cache[key] = []  # an instance is not searched again while it is being searched
-        cache[key] = _nested_inner(codes, lo, hi, cache) if nested else _inner(codes[lo:hi])
+        cache[key] = _nested_inner(codes, lo, hi, cache) if nested else _inner(codes[lo:hi], unit_opens)
     return [(lo + a, lo + b) for a, b in cache[key]]
 
 
-def _inner(unit: np.ndarray) -> list[tuple[int, int]]:
+def _inner(unit: np.ndarray, opens: np.ndarray | None) -> list[tuple[int, int]]:
+    """The layers of one instance (see _inner_layers); layers compiled one by one are its compiled graphs, however
+    short a share of it (a compiled layer runs few kernels beside an eager prologue)."""
     fit = period.find_layers(unit, kinds=False)
-    good = fit is not None and fit.coverage >= INNER_COVERAGE and not _all_layers(unit)
-    return [(s.start, s.end) for s in fit.layers] if good else []
+    if fit is not None and fit.coverage >= INNER_COVERAGE and not _all_layers(unit):
+        return [(s.start, s.end) for s in fit.layers]
+    graphs = period.find_layers(unit, kinds=False, opens=opens) if opens is not None else None
+    return [(s.start, s.end) for s in graphs.layers] if graphs is not None and graphs.graphs else []
 
 
 def _nested_inner(
