@@ -772,8 +772,8 @@ def _layers_at(
     Layers of another kind before the first layer are left to `_extend_left`."""
     rotated = np.roll(unit, shift)
     bounds = _trim(codes, _segments(codes, _snapped(codes, marks - shift, rotated), rotated), rotated)
-    spans = _accepted(codes, _whole_copies(codes, bounds, rotated), rotated)
-    return _extend_left(codes, spans, rotated) + spans, rotated
+    spans = _accepted(codes, _whole_unit_copies(codes, bounds, rotated), rotated)
+    return _whole_copies(codes, _extend_left(codes, spans, rotated) + spans, len(rotated)), rotated
 
 
 def alike(codes: np.ndarray, spans: list[LayerSpan] | tuple[LayerSpan, ...]) -> float:
@@ -1095,7 +1095,29 @@ def _unique_in_cycle(unit: np.ndarray, gram: np.ndarray) -> bool:
     return int((windows == gram[None, :]).all(axis=1).sum()) == 1
 
 
-def _whole_copies(codes: np.ndarray, bounds: np.ndarray, unit: np.ndarray) -> np.ndarray:
+def _whole_copies(codes: np.ndarray, spans: list[LayerSpan], unit: int) -> list[LayerSpan]:
+    """Move the boundary between two touching layers later where that makes the first one, of another length than
+    the unit (`unit` kernels), an exact copy of another such layer: the dense layers before the MoE ones, whose
+    first starts by its anchor, which can put it on the norm that ends the dense layer before (sandwich norms)."""
+    contents = {codes[s.start : s.end].tobytes() for s in spans if s.end - s.start != unit}
+    lengths = sorted({s.end - s.start for s in spans} - {unit})
+    out = list(spans)
+    for i in range(len(out) - 1):
+        layer, after = out[i], out[i + 1]
+        if layer.end != after.start or layer.end - layer.start == unit:
+            continue
+        for length in (n for n in lengths if layer.end < layer.start + n < after.end):
+            if codes[layer.start : layer.start + length].tobytes() in contents:
+                end = layer.start + length
+                out[i], out[i + 1] = (
+                    LayerSpan(layer.start, end, layer.confidence),
+                    LayerSpan(end, after.end, after.confidence),
+                )
+                break
+    return out
+
+
+def _whole_unit_copies(codes: np.ndarray, bounds: np.ndarray, unit: np.ndarray) -> np.ndarray:
     """Move the boundary between two touching segments later where that makes the first one an exact copy of the
     unit: a layer of another kind after it (a full-attention layer among sliding ones, without the mask kernels in
     its middle) has its anchor nearer its start, and its start, put one unit-offset before the anchor, lands in the
