@@ -419,6 +419,9 @@ def _result(
         notes.append(f"{options.layers} layers per forward pass expected ({options.layers_from})")
     if outcome.drafted:
         notes.append(_draft_note(con, run_id, outcome.drafted))
+    outside = _kernels_outside_steps(con, run_id)
+    if outside and _fewer_than_a_layer(con, run_id, outside):
+        notes.append(_outside_steps(con, run_id, outside))
     if outcome.apart:
         notes.append(
             f"{outcome.apart} kernel(s) on another stream overlapped a layer replayed from a CUDA graph but were "
@@ -535,7 +538,7 @@ def _doubts(con: duckdb.DuckDBPyConnection, run_id: int, outcome: _LayerOutcome)
         doubts.append(f"steps differ in their number of layers: {varying}")
     if low:
         doubts.append(f"{low} inferred layer instance(s) match the repeating unit poorly (< {LOW_CONFIDENCE})")
-    if outside_steps:
+    if outside_steps and not _fewer_than_a_layer(con, run_id, outside_steps):
         doubts.append(_outside_steps(con, run_id, outside_steps))
     if late:
         doubts.append(
@@ -543,6 +546,19 @@ def _doubts(con: duckdb.DuckDBPyConnection, run_id: int, outcome: _LayerOutcome)
             "(a clock jump or damaged times?): left out of every step and layer"
         )
     return doubts + _structure_doubts(con)
+
+
+def _kernels_outside_steps(con: duckdb.DuckDBPyConnection, run_id: int) -> int:
+    return con.execute(
+        "SELECT count(*) FROM gpu_activity WHERE run_id = ? AND kind = 'kernel' AND step IS NULL", [run_id]
+    ).fetchall()[0][0]
+
+
+def _fewer_than_a_layer(con: duckdb.DuckDBPyConnection, run_id: int, count: int) -> bool:
+    """Whether `count` kernels are fewer than the layers' median: kernels outside every step that could not be a
+    layer left out (a stray copy or sampling kernel between CUDA graph replays) are a note, not a warning."""
+    median = con.execute("SELECT median(kernels) FROM layers WHERE run_id = ?", [run_id]).fetchall()[0][0]
+    return median is not None and count < median
 
 
 def _outside_steps(con: duckdb.DuckDBPyConnection, run_id: int, count: int) -> str:
