@@ -331,7 +331,8 @@ def prefetching(export: Export, tables: dict[str, tuple[list[str], dict[str, str
     processes. Only for SQLite exports of PREFETCH_MIN_BYTES or more, on more than one core, with room in `tmp`
     (the rows take about the export's size); workers not waited for are stopped at the end.
 
-    1 GB bench export, 2 shared cores: staging ... (see bench/README.md)."""
+    1 GB bench export, 2 shared cores: staging in the ingest's process 10.5 -> 1.8 CPU-s (DuckDB appending from the
+    files), the workers 10.5 CPU-s beside it; the whole ingest ~3.5 s faster at the same CPU (bench/README.md)."""
     source = _worth_prefetching(export, tmp)
     if source is not None:
         for table, (parts, columns) in tables.items():
