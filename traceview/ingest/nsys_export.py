@@ -55,9 +55,10 @@ REPORT_SCAN_BYTES = 1 << 20
 BATCH_ROWS = 65536  # rows per Arrow record batch streamed from SQLite
 EXPORT_TIMEOUT_S = 3600  # the longest `nsys export` of a report may take (a 1 GB report takes minutes)
 STAGED_TYPES = {"i": "BIGINT", "n": "INTEGER", "t": "VARCHAR"}  # the column kinds of stage()
-# SQLite exports from this size on have their large tables read by worker processes (prefetching): a worker's start
-# costs ~0.4 CPU-s, a 1 GB export's reads ~5.
-PREFETCH_MIN_BYTES = 64 << 20
+# SQLite exports from this size on have their large tables read by worker processes (prefetching). The three workers'
+# start costs ~0.5 CPU-s: on 2 shared cores the 100 MB bench export took 5.3 -> 5.8 CPU-s with them, the 1 GB one
+# 48.4-49.6 -> 47.3-48.4.
+PREFETCH_MIN_BYTES = 512 << 20
 
 
 # ---------------------------------------------------------------------------------------------------------
