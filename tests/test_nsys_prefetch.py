@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from conftest import SAMPLES
-from test_nsys_synthetic import Export, gtid
+from test_nsys_synthetic import gtid, stray_values_export
 
 import traceview
 from traceview.ingest import nsys_export
@@ -65,15 +65,7 @@ def test_workers_read_stray_values_as_the_ingest_does(
     """Text and reals where integers belong, in the first batch or after it (the read goes on checked), and text
     that is not UTF-8: read by a worker as by the ingest itself."""
     monkeypatch.setattr(nsys_export, "BATCH_ROWS", batch_rows)
-    e = Export()
-    for corr in range(1, 21):
-        e.call(10, 11, corr, 100 * corr, 100 * corr + 5, "cudaLaunchKernel_v7000")
-        e.kernel(10, 0, corr, 100 * corr + 10, 100 * corr + 50)
-        e.range(10, 11, 100 * corr, 100 * corr + 60, f"r{corr}")
-    e.kernels[12] = (*e.kernels[12][:2], "zero", *e.kernels[12][3:])
-    e.calls[9] = (*e.calls[9][:4], 2.5, e.calls[9][5])
-    e.nvtx[17] = (*e.nvtx[17][:2], "push", *e.nvtx[17][3:])
-    trace = e.write(tmp_path / "export.sqlite")
+    trace = stray_values_export().write(tmp_path / "export.sqlite")
     with sqlite3.connect(trace) as con:
         bad_text = "INSERT INTO NVTX_EVENTS VALUES (3, 4, 59, CAST(x'6c61796572ff' AS TEXT), ?, NULL, 0)"
         con.execute(bad_text, [gtid(10, 11)])
