@@ -333,6 +333,20 @@ def test_times_that_are_not_timestamps_are_dropped_and_counted(tmp_path: Path) -
     assert query(db, "SELECT trace_end_ns - trace_start_ns FROM runs") == [(50,)]
 
 
+def stray_values_export() -> Export:
+    """20 launches, kernels and ranges; a text or a real where an integer belongs in 4 rows, after the first 4."""
+    e = Export()
+    for corr in range(1, 21):
+        e.call(10, 11, corr, 100 * corr, 100 * corr + 5, "cudaLaunchKernel_v7000")
+        e.kernel(10, 0, corr, 100 * corr + 10, 100 * corr + 50)
+        e.range(10, 11, 100 * corr, 100 * corr + 60, f"r{corr}")
+    e.kernels[12] = (*e.kernels[12][:2], "zero", *e.kernels[12][3:])  # deviceId text: no device
+    e.kernels[15] = (e.kernels[15][0], 1650.5, *e.kernels[15][2:])  # end a real: dropped
+    e.calls[9] = (*e.calls[9][:4], 2.5, e.calls[9][5])  # correlationId a real: no link
+    e.nvtx[17] = (*e.nvtx[17][:2], "push", *e.nvtx[17][3:])  # eventType text: not a range
+    return e
+
+
 @pytest.mark.parametrize("batch_rows", [4, 65536])
 def test_stray_values_after_the_first_batch_read_as_those_in_it(
     batch_rows: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -343,16 +357,7 @@ def test_stray_values_after_the_first_batch_read_as_those_in_it(
     from traceview.ingest import nsys_export
 
     monkeypatch.setattr(nsys_export, "BATCH_ROWS", batch_rows)
-    e = Export()
-    for corr in range(1, 21):
-        e.call(10, 11, corr, 100 * corr, 100 * corr + 5, "cudaLaunchKernel_v7000")
-        e.kernel(10, 0, corr, 100 * corr + 10, 100 * corr + 50)
-        e.range(10, 11, 100 * corr, 100 * corr + 60, f"r{corr}")
-    e.kernels[12] = (*e.kernels[12][:2], "zero", *e.kernels[12][3:])  # deviceId text: no device
-    e.kernels[15] = (e.kernels[15][0], 1650.5, *e.kernels[15][2:])  # end a real: dropped
-    e.calls[9] = (*e.calls[9][:4], 2.5, e.calls[9][5])  # correlationId a real: no link
-    e.nvtx[17] = (*e.nvtx[17][:2], "push", *e.nvtx[17][3:])  # eventType text: not a range
-    db = ingest(e, tmp_path)
+    db = ingest(stray_values_export(), tmp_path)
     assert stats(db)["time_out_of_range.gpu_work"] == 1
     assert query(db, "SELECT count(*), count(device_id), count(launch_id) FROM gpu_activity") == [(19, 18, 18)]
     assert query(db, "SELECT count(*), count(correlation_id) FROM launches") == [(20, 19)]

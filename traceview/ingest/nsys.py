@@ -49,6 +49,7 @@ from .nsys_export import (
     RUNTIME,
     Export,
     open_export,
+    prefetching,
     rows,
     stage,
     string_id,
@@ -96,7 +97,7 @@ def load(con: duckdb.DuckDBPyConnection, source: Source, run_id: int, options: I
                     shift = _timestamp(session.anchor_ns - first_anchor) or 0
                 elif order > 0:
                     warnings.append(f"{path.name}: no session start time; its clock is not aligned with the others")
-                _load_export(con, export, session, Placement(run_id, shift, scope), options)
+                _load_export(con, export, session, Placement(run_id, shift, scope), options, Path(tmp))
                 versions.append(session.version_text)
                 warnings += session.warnings
     common.count_shared_correlations(con, run_id, scope)
@@ -206,8 +207,15 @@ GPU_COLUMNS |= dict.fromkeys(["grid_x", "grid_y", "grid_z", "block_x", "block_y"
 GPU_COLUMNS |= dict.fromkeys(["bytes", "copy_kind", "src_kind", "dst_kind"], "i")
 
 
+NVTX_COLUMNS = {"global_tid": "i", "start_ns": "i", "end_ns": "i", "event_type": "i", "text": "t", "domain_id": "i"}
+
+
 def _stage_gpu(con: duckdb.DuckDBPyConnection, export: Export) -> None:
-    """_ngpu: kernels (named by their demangled name, else their short name), memory copies and memory sets."""
+    stage(con, export, "_ngpu", _gpu_parts(export), GPU_COLUMNS)
+
+
+def _gpu_parts(export: Export) -> list[str]:
+    """_ngpu's rows: kernels (named by their demangled name, else their short name), memory copies and memory sets."""
     parts = []
     common_cols = 'x.globalPid, x.deviceId, x.streamId, x.start, x."end", x.correlationId'
     if export.has(KERNEL):
@@ -229,17 +237,20 @@ def _stage_gpu(con: duckdb.DuckDBPyConnection, export: Export) -> None:
             f"NULL, NULL, NULL, NULL, NULL, NULL, x.bytes, NULL, {export.col(MEMSET, 'x', 'memKind')}, NULL "
             f"FROM {MEMSET} x"
         )
-    stage(con, export, "_ngpu", parts, GPU_COLUMNS)
+    return parts
 
 
 def _stage_launches(con: duckdb.DuckDBPyConnection, export: Export) -> None:
-    """_nlaunch: CUDA runtime and driver API calls (one table since 2022.4; a DRIVER table when present)."""
-    parts = [
+    stage(con, export, "_nlaunch", _launch_parts(export), LAUNCH_COLUMNS)
+
+
+def _launch_parts(export: Export) -> list[str]:
+    """_nlaunch's rows: CUDA runtime and driver API calls (one table since 2022.4; a DRIVER table when present)."""
+    return [
         f'x.globalTid, x.start, x."end", {string_id(export, "x.nameId")}, x.eventClass, x.correlationId FROM {table} x'
         for table in (RUNTIME, DRIVER)
         if export.has(table, "nameId")
     ]
-    stage(con, export, "_nlaunch", parts, LAUNCH_COLUMNS)
 
 
 def _stage_strings(con: duckdb.DuckDBPyConnection, export: Export) -> None:
@@ -255,20 +266,20 @@ def _stage_strings(con: duckdb.DuckDBPyConnection, export: Export) -> None:
 
 
 def _stage_nvtx(con: duckdb.DuckDBPyConnection, export: Export) -> None:
-    """_nnvtx: NVTX events; text is the message or its registered string (for ranges, marks and domain names only).
+    stage(con, export, "_nnvtx", _nvtx_parts(export), NVTX_COLUMNS)
 
-    Every event is read, so that _keep_nvtx_events counts the types without a second pass over the table.
-    """
-    columns = {"global_tid": "i", "start_ns": "i", "end_ns": "i", "event_type": "i", "text": "t", "domain_id": "i"}
-    parts = []
-    if export.has(NVTX):
-        text = string_value(export, export.col(NVTX, "x", "textId"), "NULL")
-        parts.append(
-            f'x.globalTid, x.start, x."end", x.eventType, '
-            f"CASE WHEN x.eventType IN ({NVTX_KEPT}) THEN coalesce(x.text, {text}) END, "
-            f"{export.col(NVTX, 'x', 'domainId')} FROM {NVTX} x"
-        )
-    stage(con, export, "_nnvtx", parts, columns)
+
+def _nvtx_parts(export: Export) -> list[str]:
+    """_nnvtx's rows: NVTX events; text is the message or its registered string (for ranges, marks and domain names
+    only). Every event is read, so that _keep_nvtx_events counts the types without a second pass over the table."""
+    if not export.has(NVTX):
+        return []
+    text = string_value(export, export.col(NVTX, "x", "textId"), "NULL")
+    return [
+        f'x.globalTid, x.start, x."end", x.eventType, '
+        f"CASE WHEN x.eventType IN ({NVTX_KEPT}) THEN coalesce(x.text, {text}) END, "
+        f"{export.col(NVTX, 'x', 'domainId')} FROM {NVTX} x"
+    ]
 
 
 def _stage_names(con: duckdb.DuckDBPyConnection, export: Export) -> None:
@@ -301,13 +312,21 @@ def _device_names(export: Export) -> dict[int, str]:
 
 
 def _load_export(
-    con: duckdb.DuckDBPyConnection, export: Export, session: Session, place: Placement, options: IngestOptions
+    con: duckdb.DuckDBPyConnection,
+    export: Export,
+    session: Session,
+    place: Placement,
+    options: IngestOptions,
+    tmp: Path,
 ) -> None:
     stages = (_stage_gpu, _stage_launches, _stage_strings, _stage_nvtx, _stage_names, stage_graph_nodes)
-    for done, read in enumerate(stages):
-        if options.progress:
-            options.progress(f"reading {export.shown.name}", done, len(stages))
-        read(con, export)
+    large = {"_ngpu": (_gpu_parts(export), GPU_COLUMNS), "_nlaunch": (_launch_parts(export), LAUNCH_COLUMNS)}
+    large["_nnvtx"] = (_nvtx_parts(export), NVTX_COLUMNS)
+    with prefetching(export, large, tmp):
+        for done, read in enumerate(stages):
+            if options.progress:
+                options.progress(f"reading {export.shown.name}", done, len(stages))
+            read(con, export)
     nvtx_types = _keep_nvtx_events(con)
     dropped = _drop_unusable_times(con)
     _record_repairs(con, place.run_id)
