@@ -238,3 +238,37 @@ def test_compiled_layers_at_the_end_of_a_run_are_copies_of_earlier_ones() -> Non
     fit = period.PeriodFit(tuple(period.LayerSpan(a, b, 1.0) for a, b in itertools.pairwise(found)), 17, 0.9, 1.0)
     graphs = period.by_graphs(codes_of(names), fit, opens)
     assert [(s.start, s.end) for s in graphs.layers] == list(itertools.pairwise(starts))
+
+
+def _pre_norm_step(layers: int, post_norm: bool = False) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int]]]:
+    """A step whose prologue ends with the embedding's position add, the same kernel as a layer's residual add
+    (GPT-2, OPT): codes, norm flags, true layer spans. Pre-norm: norm, attention, add, norm, MLP, add; then the final
+    norm. Post-norm: attention, add, norm, MLP, add, norm; no final norm."""
+    norm, add, head = 1, 2, 9
+    layer = [3, 4, 5, add, norm, 6, 7, add, norm] if post_norm else [norm, 3, 4, 5, add, norm, 6, 7, add]
+    prologue, epilogue = [10, 11, add], ([head] if post_norm else [norm, head])
+    codes = np.array(prologue + layer * layers + epilogue, dtype=np.int64)
+    spans = [(len(prologue) + i * len(layer), len(prologue) + (i + 1) * len(layer)) for i in range(layers)]
+    return codes, codes == norm, spans
+
+
+def test_layers_open_at_their_norm_when_the_prologue_ends_like_a_layer() -> None:
+    codes, norms, truth = _pre_norm_step(8)
+    off_by_one = period.PeriodFit(tuple(period.LayerSpan(a - 1, b - 1, 1.0) for a, b in truth), 9, 0.9, 1.0)
+    fit = period.at_norms(codes, off_by_one, norms)
+    assert fit is not None and [(s.start, s.end) for s in fit.layers] == truth
+
+
+def test_a_first_layer_found_late_opens_at_its_own_norm() -> None:
+    codes, norms, truth = _pre_norm_step(8)
+    late = [(truth[0][0] + 5, truth[0][1]), *truth[1:]]  # found from the norm of its channel mixer
+    fit = period.at_norms(
+        codes, period.PeriodFit(tuple(period.LayerSpan(a, b, 1.0) for a, b in late), 9, 0.9, 1.0), norms
+    )
+    assert fit is not None and [(s.start, s.end) for s in fit.layers] == truth
+
+
+def test_post_norm_layers_that_end_with_their_norm_stay_as_found() -> None:
+    codes, norms, truth = _pre_norm_step(8, post_norm=True)
+    found = period.PeriodFit(tuple(period.LayerSpan(a, b, 1.0) for a, b in truth), 9, 0.9, 1.0)
+    assert period.at_norms(codes, found, norms) is found

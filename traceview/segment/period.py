@@ -56,6 +56,7 @@ SPLIT_ALIKE = 0.75  # multiset similarity of the parts of a unit that holds seve
 MIN_BLOCK = 8  # the fewest kernels of a layer repeated at the start of a unit of several layers
 EXTENSION_REACH = 2  # phases after the leftmost extension tried beside the latest ones (_phases)
 MIXERS_SHARE = 0.75  # of the layers' kernels the layers found from their mixers explain (not a loop inside them)
+NORM_SHARE = 0.75  # of the layers whose nearest norm kernel is at one offset from their start, to move them there
 GRAPH_REACH = 3  # kernels between a found layer's start and its compiled graph's first kernel (Inductor's reorder)
 
 
@@ -125,6 +126,67 @@ def find_layers(
     fit = by_mixers(codes, fit) if kinds and edges and halves else fit
     fit = by_graphs(codes, fit, opens, graphs) if opens is not None and opens.any() else fit
     return toward_count(codes, fit, expected) if expected else fit
+
+
+def at_norms(codes: np.ndarray, fit: PeriodFit | None, norms: np.ndarray | None) -> PeriodFit | None:
+    """The layers moved to open with their input norm, where the kernel names say which kernels are norms (`norms`,
+    one flag per kernel: layer_norm, rms_norm). A pre-norm layer opens with its norm and ends with its residual add.
+    The repeating unit cannot tell that from a neighbouring phase when the trace's prologue ends like a layer (the
+    add of the position embedding, the same kernel as the residual add) or its epilogue opens like one: the found
+    layers then open a few kernels off the norm. When most layers (NORM_SHARE) have their nearest norm at the same
+    offset from their start, less than half a layer away, they move by that offset (`_moved_to_norms`), and a first
+    layer found starting late opens at its own norm (`_from_first_norm`). The answer must be a pre-norm stack: its
+    first layer opens with a norm and a norm follows its last (the final norm). In a post-norm stack each layer ends
+    with its norm and the first opens with none before it: its layers stay as found."""
+    if fit is None or norms is None or not norms.any() or not fit.layers:
+        return fit
+    found = [(s.start, s.end) for s in fit.layers]
+    median = int(np.median([b - a for a, b in found]))
+    bounds = _moved_to_norms(found, norms, median)
+    if bounds is None:
+        return fit
+    bounds[0] = _from_first_norm(bounds[0], np.flatnonzero(norms), median)
+    first, end = bounds[0][0], bounds[-1][1]
+    if bounds == found or not norms[first] or end >= len(codes) or not norms[end]:
+        return fit
+    return _fit_of(dense(np.ascontiguousarray(codes, dtype=np.int64)), bounds)
+
+
+def _moved_to_norms(found: list[tuple[int, int]], norms: np.ndarray, median: int) -> list[tuple[int, int]] | None:
+    """The layers `found` with those whose nearest norm is at the most common offset moved by it (the others stay);
+    None when fewer than NORM_SHARE of them have it there, or it is half a layer away or more. Layers that met
+    still meet, and the last one ends before a norm (the final norm is the epilogue's)."""
+    at = np.flatnonzero(norms)
+    starts = np.array([a for a, _ in found])
+    i = np.searchsorted(at, starts)
+    before, after = at[np.clip(i - 1, 0, len(at) - 1)], at[np.clip(i, 0, len(at) - 1)]
+    offsets = np.where(np.abs(after - starts) < np.abs(starts - before), after, before) - starts
+    values, counts = np.unique(offsets, return_counts=True)
+    delta = int(values[np.argmax(counts)])
+    if counts.max() < NORM_SHARE * len(starts) or 2 * abs(delta) >= median:
+        return None
+    shift = np.where(offsets == delta, delta, 0).tolist()  # a layer that opens with its norm already stays
+    moved = [(a + d, b + d) for (a, b), d in zip(found, shift, strict=True)]
+    met = [x[1] == y[0] for x, y in itertools.pairwise(found)]
+    moved = [(a, nxt[0] if meets else b) for (a, b), nxt, meets in zip(moved, moved[1:], met, strict=False)] + moved[
+        -1:
+    ]
+    last_start, last_end = moved[-1]
+    if shift[-1] > 0:
+        inside = np.flatnonzero(norms[last_end - delta : last_end])
+        moved[-1] = (last_start, last_end - delta + int(inside[0]) if len(inside) else last_end)
+    return [(max(a, 0), min(b, len(norms))) for a, b in moved]
+
+
+def _from_first_norm(first: tuple[int, int], norms: np.ndarray, median: int) -> tuple[int, int]:
+    """The first layer from its own norm when it was found starting late, shorter than the others (at the norm of
+    its channel mixer, or after it): the last norm (positions `norms`) before its start, when that makes it no
+    longer than a `median` layer."""
+    start, end = first
+    before = norms[norms < start]
+    if not len(before) or end - before[-1] > median:
+        return first
+    return int(before[-1]), end
 
 
 def graph_openings(numbers: np.ndarray) -> np.ndarray:

@@ -18,6 +18,7 @@ from ..db import execute_with, has_rows
 from . import Method, SegmentOptions, SegmentResult, annotation, busy, family, graph, period, side_streams, spec, steps
 
 INDUCTOR_INDEX = r"^(triton_[a-z]+_fused_.*)_\d+$"
+NORM_NAME = r"(?i)norm([^a]|a[^l]|$)"  # a norm kernel's name (layer_norm, rms_norm, RMSNorm), not `normal`
 INDUCTOR_NUMBER = r"^triton_[a-z]+_fused_.*_(\d+)$"  # Inductor numbers the kernels of a compiled graph from 0
 COVERAGE_TO_TRUST = 0.5  # share of a step's kernels a method must place for auto to choose it
 LOW_CONFIDENCE = 0.8  # an inferred layer instance matching its unit less than this is reported
@@ -238,7 +239,7 @@ def _period_layers(con: duckdb.DuckDBPyConnection, run_id: int, expected: int | 
         ORDER BY k.rank, k.step, k.start_ns, k.activity_id
         """
     ).fetchnumpy()
-    frame, solved = _solve_steps(data, kernel_families(con, run_id), expected)
+    frame, solved = _solve_steps(data, kernel_families(con, run_id), norm_codes(con, run_id), expected)
     execute_with(
         con, "_seg_period_frame", frame, "CREATE OR REPLACE TEMP TABLE _seg_period AS SELECT * FROM _seg_period_frame"
     )
@@ -283,6 +284,17 @@ def kernel_families(con: duckdb.DuckDBPyConnection, run_id: int) -> dict[int, in
     return {code: ids.setdefault(family.kernel_family(name or ""), len(ids)) for code, name in names}
 
 
+def norm_codes(con: duckdb.DuckDBPyConnection, run_id: int) -> set[int]:
+    """Codes of the kernels whose name says they are a norm (layer_norm, rms_norm, RMSNorm; not `normal`, a
+    random number generator's)."""
+    rows = con.execute(
+        f"""SELECT DISTINCT {_code_sql("k")} FROM gpu_activity k
+            WHERE run_id = $run AND kind = 'kernel' AND regexp_matches(name, $norm)""",
+        {"run": run_id, "inductor": INDUCTOR_INDEX, "norm": NORM_NAME},
+    ).fetchall()
+    return {code for (code,) in rows}
+
+
 def families_of(codes: np.ndarray, families: dict[int, int]) -> np.ndarray:
     """The family id of each kernel of a code sequence (looked up once per distinct code)."""
     distinct, inverse = np.unique(codes, return_inverse=True)
@@ -290,7 +302,7 @@ def families_of(codes: np.ndarray, families: dict[int, int]) -> np.ndarray:
 
 
 def _solve_steps(
-    data: dict[str, np.ndarray], families: dict[int, int], expected: int | None
+    data: dict[str, np.ndarray], families: dict[int, int], norms: set[int], expected: int | None
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Run period.find_layers on each step's code sequence (once per distinct sequence), toward `expected` layers
     per forward pass when the user gave the count; a step that holds a drafter is the target's verify pass
@@ -300,6 +312,7 @@ def _solve_steps(
     ids, codes = np.asarray(data["activity_id"], dtype=np.int64), np.asarray(data["code"], dtype=np.int64)
     verify, numbers = np.asarray(data["verify"], dtype=bool), np.asarray(data["inductor_number"], dtype=np.int64)
     family_ids = families_of(codes, families)
+    is_norm = np.isin(codes, np.fromiter(norms, dtype=np.int64, count=len(norms)))
     change = np.flatnonzero((np.diff(rank) != 0) | (np.diff(step) != 0)) + 1
     edges = np.concatenate(([0], change, [len(ids)])) if len(ids) else np.array([0])
     layer = np.full(len(ids), -1, dtype=np.int64)
@@ -310,6 +323,7 @@ def _solve_steps(
         fit = period.find_layers(
             codes[lo:hi], families=family_ids[lo:hi], expected=expected, opens=opens, graphs=graphs
         )
+        fit = fit if fit is None or fit.graphs else period.at_norms(codes[lo:hi], fit, is_norm[lo:hi])
         return period.verify_pass(codes[lo:hi], fit, spec.MIN_VERIFY_LAYERS) if verify[lo] else fit
 
     cache: dict[bytes, period.PeriodFit | None] = {}
