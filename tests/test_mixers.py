@@ -150,3 +150,15 @@ def test_passes_of_a_drafter_and_a_target_are_told_apart_by_their_glue() -> None
     assert context in mixers.frequent_contexts(codes)
     assert mixers.passes_after_glue(codes, context) == truth
     assert mixers.passes_after_glue(codes, (N[0], N[1], N[2])) is None  # marks inside the norm: every layer opens
+
+
+def test_a_prefill_whose_odd_layers_repeat_is_one_forward_pass() -> None:
+    """One pass of layers of two kinds (a full-attention layer, then three sliding ones, four times): the
+    stretches between the runs of sliding layers are the full-attention layers, which hold neither the trace's
+    first kernel (the embedding) nor its last (the LM head), so they are no glue between passes."""
+    full = [1, 2, 3, 4, 5, 6, 7, 8]
+    sliding = [1, 2, 9, 4, 10, 6, 7, 8, 11, 12]
+    codes = np.array([20, 21, 22] + (full + sliding * 3) * 4 + [1, 2, 23], dtype=np.int64)
+    times = np.arange(len(codes), dtype=np.int64) * 1000
+    found = passes.find_passes(codes, times, times + 500, np.full(len(codes), -1, dtype=np.int64))
+    assert found.steps == 1

@@ -22,13 +22,25 @@ sys.path[:0] = [str(ROOT / "sample_traces" / "corpus"), str(ROOT / "bench")]
 import zoo_accuracy  # noqa: E402 - bench/zoo_accuracy.py
 
 ZOO = ROOT / "sample_traces" / "zoo"
-MISSES: dict[str, str] = {}  # run -> why traceview misses it (a strict expected failure); none at present
+MISSES = {  # run -> why traceview misses it (a strict expected failure), each warned (test below)
+    "gptj_default_decode": "known limit: GPT-J's prologue is half a layer (25 of 50 kernels), so a phase half a layer "
+    "off covers more of each pass; the three decode passes are found as three layers of one step",
+}
 CASES = labelled_cases(ZOO, MISSES)
 
 
 def test_the_zoo_subset_is_committed() -> None:
     assert len(CASES) >= 40
     assert {p.values[0].stem for p in CASES} >= set(MISSES)
+
+
+@pytest.mark.parametrize("run", sorted(MISSES))
+def test_every_committed_miss_is_warned(run: str) -> None:
+    """A run traceview gets wrong says so: here, every kernel of a step is inside its layers, the embedding and the
+    LM head too, so the layers hold the glue between forward passes."""
+    labels, trace = next((labels, trace) for labels, trace in zoo_accuracy.zoo_cases(ZOO) if labels.stem == run)
+    row = zoo_accuracy.check_zoo(labels, trace, hint=False)
+    assert not row.exact and row.warnings, row
 
 
 @pytest.mark.parametrize(("labels", "trace"), CASES)

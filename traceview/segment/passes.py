@@ -76,6 +76,8 @@ def find_passes(
     found = mixed or found
     groups = _group(found.runs, found.counts)
     alike = len(groups) > 1 and len(set(found.counts)) == 1  # passes of one kind, several steps: no drafter
+    if alike and not _glue_holds_the_end(codes, found.runs, replay):
+        return Passes(np.zeros(n, dtype=np.int64), 1, 1, "whole")
     spec = None if alike else _speculative(codes, nested=mixed is None and len(groups) == 1)
     found, groups = spec or (found, groups)  # a drafter's passes and a target's verify: the steps are the verifies
     runs, last_starts = found.runs, found.last_starts
@@ -104,6 +106,18 @@ def find_passes(
     normed = {run: _with_final_norm(codes, run, ends[run]) for run in runs}
     draft_of = _drafts_by_step(codes, [lo, *cuts, hi], groups, verify, normed) if verify else None
     return Passes(step_of, len(groups), len(runs), "passes", draft_of)
+
+
+def _glue_holds_the_end(codes: np.ndarray, runs: list[tuple[int, int]], replay: np.ndarray) -> bool:
+    """Whether what lies between the runs is the glue between forward passes: each pass ends like the last one
+    (its LM head, sampling, the host's bookkeeping), so every stretch between runs holds the trace's last kernel
+    when that kernel is after the last run. A stretch without it is a layer of another kind inside one pass (a
+    prefill's full-attention layer between sliding ones), not the glue. Runs of CUDA graph replays, and a trace
+    that ends inside a run, are taken as they are."""
+    if runs[-1][1] >= len(codes) or (replay[[a for a, _ in runs]] >= 0).any():
+        return True
+    ends = [codes[0], codes[-1]]
+    return all(np.isin(ends, codes[a:b]).any() for (_, a), (b, _) in itertools.pairwise(runs))
 
 
 def _drafts_by_step(

@@ -559,7 +559,30 @@ def _doubts(con: duckdb.DuckDBPyConnection, run_id: int, outcome: _LayerOutcome)
             f"{late} GPU activities started more than {steps.MAX_LAUNCH_DELAY_NS // 10**9} s after their launch call "
             "(a clock jump or damaged times?): left out of every step and layer"
         )
-    return doubts + _structure_doubts(con)
+    return doubts + _glue_in_layers(con, run_id) + _structure_doubts(con)
+
+
+def _glue_in_layers(con: duckdb.DuckDBPyConnection, run_id: int) -> list[str]:
+    """A line when some steps have no kernel outside their inferred layers: a forward pass has a prologue (the
+    embedding) and an epilogue (the final norm, the LM head) that are no layer's, so such layers hold the glue
+    between passes (whole forward passes found as layers, or layers run together with the prologue)."""
+    (count,) = con.execute(
+        """
+        SELECT count(*) FROM (
+            SELECT g.rank, g.step FROM gpu_activity g
+            WHERE g.run_id = $run AND g.kind = 'kernel' AND g.step IS NOT NULL
+              AND (g.rank, g.step) IN (SELECT (rank, step) FROM layers WHERE run_id = $run AND method = 'period')
+            GROUP BY ALL HAVING count(*) FILTER (g.layer IS NULL) = 0)
+        """,
+        {"run": run_id},
+    ).fetchall()[0]
+    if not count:
+        return []
+    return [
+        f"in {count} step(s) every kernel is inside an inferred layer, the embedding and the LM head too: the layers "
+        "likely hold whole forward passes or the glue between them (give --layers N, or annotate the layers with "
+        "traceview.capture)"
+    ]
 
 
 def _kernels_outside_steps(con: duckdb.DuckDBPyConnection, run_id: int) -> int:
