@@ -25,6 +25,8 @@ ZOO = ROOT / "sample_traces" / "zoo"
 MISSES = {  # run -> why traceview misses it (a strict expected failure), each warned (test below)
     "gptj_default_decode": "known limit: GPT-J's prologue is half a layer (25 of 50 kernels), so a phase half a layer "
     "off covers more of each pass; the three decode passes are found as three layers of one step",
+    "gemma2_default_prefill": "known limit: sliding and full attention alternate (layers of 67 and 62 kernels) and "
+    "the phase found is 28 kernels late, so the last layer holds the final norm and the LM head",
 }
 CASES = labelled_cases(ZOO, MISSES)
 
@@ -36,8 +38,7 @@ def test_the_zoo_subset_is_committed() -> None:
 
 @pytest.mark.parametrize("run", sorted(MISSES))
 def test_every_committed_miss_is_warned(run: str) -> None:
-    """A run traceview gets wrong says so: here, every kernel of a step is inside its layers, the embedding and the
-    LM head too, so the layers hold the glue between forward passes."""
+    """A run traceview gets wrong says so: here, a step's last kernel (the LM head's place) is inside a layer."""
     labels, trace = next((labels, trace) for labels, trace in zoo_accuracy.zoo_cases(ZOO) if labels.stem == run)
     row = zoo_accuracy.check_zoo(labels, trace, hint=False)
     assert not row.exact and row.warnings, row

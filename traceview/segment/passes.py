@@ -109,14 +109,14 @@ def find_passes(
 
 
 def _glue_holds_the_end(codes: np.ndarray, runs: list[tuple[int, int]], replay: np.ndarray) -> bool:
-    """Whether what lies between the runs is the glue between forward passes: each pass ends like the last one
-    (its LM head, sampling, the host's bookkeeping), so every stretch between runs holds the trace's last kernel
-    when that kernel is after the last run. A stretch without it is a layer of another kind inside one pass (a
-    prefill's full-attention layer between sliding ones), not the glue. Runs of CUDA graph replays, and a trace
+    """Whether the stretches between the runs can be the glue between forward passes, which holds what the trace
+    opens with (the embedding, or the previous pass's sampling) or what it ends with (the LM head): every stretch
+    holds the trace's first or last kernel. A stretch with neither is part of one pass: a layer of another kind (a
+    prefill's full-attention layer between runs of sliding ones). Runs of CUDA graph replays, and those of a trace
     that ends inside a run, are taken as they are."""
     if runs[-1][1] >= len(codes) or (replay[[a for a, _ in runs]] >= 0).any():
         return True
-    ends = [codes[0], codes[-1]]
+    ends = np.array([codes[0], codes[-1]])
     return all(np.isin(ends, codes[a:b]).any() for (_, a), (b, _) in itertools.pairwise(runs))
 
 

@@ -563,25 +563,26 @@ def _doubts(con: duckdb.DuckDBPyConnection, run_id: int, outcome: _LayerOutcome)
 
 
 def _glue_in_layers(con: duckdb.DuckDBPyConnection, run_id: int) -> list[str]:
-    """A line when some steps have no kernel outside their inferred layers: a forward pass has a prologue (the
-    embedding) and an epilogue (the final norm, the LM head) that are no layer's, so such layers hold the glue
-    between passes (whole forward passes found as layers, or layers run together with the prologue)."""
+    """A line when some steps end inside an inferred layer: a forward pass ends with its final norm and LM head
+    (and a decode step with the sampling) after its last layer, so a layer that holds a step's last kernel holds
+    them too (whole forward passes found as layers, or layers found out of phase)."""
     (count,) = con.execute(
         """
         SELECT count(*) FROM (
-            SELECT g.rank, g.step FROM gpu_activity g
+            SELECT arg_max(g.layer IS NOT NULL, (g.start_ns, g.correlation_id)) AS inside FROM gpu_activity g
             WHERE g.run_id = $run AND g.kind = 'kernel' AND g.step IS NOT NULL
               AND (g.rank, g.step) IN (SELECT (rank, step) FROM layers WHERE run_id = $run AND method = 'period')
-            GROUP BY ALL HAVING count(*) FILTER (g.layer IS NULL) = 0)
+            GROUP BY g.rank, g.step)
+        WHERE inside
         """,
         {"run": run_id},
     ).fetchall()[0]
     if not count:
         return []
     return [
-        f"in {count} step(s) every kernel is inside an inferred layer, the embedding and the LM head too: the layers "
-        "likely hold whole forward passes or the glue between them (give --layers N, or annotate the layers with "
-        "traceview.capture)"
+        f"in {count} step(s) the last kernel is inside an inferred layer: a forward pass ends with its final norm "
+        "and LM head after its last layer, so that layer likely holds them, or whole forward passes (give "
+        "--layers N, or annotate the layers with traceview.capture)"
     ]
 
 
