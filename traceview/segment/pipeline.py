@@ -21,6 +21,7 @@ INDUCTOR_INDEX = r"^(triton_[a-z]+_fused_.*)_\d+$"
 NORM_NAME = r"(?i)norm([^a]|a[^l]|$)"  # a norm kernel's name (layer_norm, rms_norm, RMSNorm), not `normal`
 INDUCTOR_NUMBER = r"^triton_[a-z]+_fused_.*_(\d+)$"  # Inductor numbers the kernels of a compiled graph from 0
 COVERAGE_TO_TRUST = 0.5  # share of a step's kernels a method must place for auto to choose it
+NEAR_EDGE_SHARE = 0.5  # of the layer-long stretch before the first layer that layers run, for a layer left out there
 LOW_CONFIDENCE = 0.8  # an inferred layer instance matching its unit less than this is reported
 
 
@@ -622,8 +623,9 @@ def _outside_steps(con: duckdb.DuckDBPyConnection, run_id: int, count: int) -> s
 
 def _structure_doubts(con: duckdb.DuckDBPyConnection) -> list[str]:
     """Inferred layers that look like more than one layer (`period.holds_repeat`), and steps whose kernels before
-    their first layer or after their last are as many as a layer's and nearly all of kinds the layers run (a layer
-    of another kind left out)."""
+    their first layer or after their last are half a layer's or more and nearly all of kinds the layers run, or whose
+    kernels before the first layer are a layer's or more and the layer-long stretch just before it at least half of
+    such kinds (NEAR_EDGE_SHARE: a layer of another kind left out, beside the embedding's kernels)."""
     layers = con.execute(
         """
         SELECT DISTINCT list(k.code ORDER BY k.start_ns, k.activity_id)
@@ -644,21 +646,29 @@ def _structure_doubts(con: duckdb.DuckDBPyConnection) -> list[str]:
         known AS (SELECT DISTINCT k.code FROM _seg_layer_of l JOIN _seg_k k USING (activity_id)),
         bounds AS (SELECT rank, step, min(start_ns) AS lo, max(start_ns) AS hi FROM _seg_layer_of
                    WHERE method = 'period' GROUP BY ALL),
-        outside AS (
-            SELECT k.rank, k.step, k.start_ns < b.lo AS before, count(*) AS n,
-                   avg((k.code IN (SELECT code FROM known))::INTEGER) AS known_share
+        edge AS (  -- kernels outside the layers' span, numbered from the nearest layer
+            SELECT k.rank, k.step, k.start_ns < b.lo AS before, (k.code IN (SELECT code FROM known))::INTEGER AS known,
+                   row_number() OVER (PARTITION BY k.rank, k.step, k.start_ns < b.lo
+                                      ORDER BY CASE WHEN k.start_ns < b.lo THEN b.lo - k.start_ns
+                                                    ELSE k.start_ns - b.hi END) AS away
             FROM _seg_k k JOIN bounds b USING (rank, step)
-            WHERE k.kind = 'kernel' AND (k.start_ns < b.lo OR k.start_ns > b.hi)  -- outside the layers' span
-            GROUP BY ALL
+            WHERE k.kind = 'kernel' AND (k.start_ns < b.lo OR k.start_ns > b.hi)
+        ),
+        outside AS (
+            SELECT rank, step, before, count(*) AS n, avg(known) AS known_share,
+                   avg(known) FILTER (away <= (SELECT n FROM typical)) AS near_share
+            FROM edge GROUP BY ALL
         )
-        SELECT count(*) FROM outside, typical WHERE outside.n >= 0.5 * typical.n AND known_share >= $share
+        SELECT count(*) FROM outside, typical
+        WHERE (outside.n >= 0.5 * typical.n AND known_share >= $share)
+           OR (before AND outside.n >= typical.n AND near_share >= $near)
         """,
-        {"share": period.ACCEPT_EDGE},
+        {"share": period.ACCEPT_EDGE, "near": NEAR_EDGE_SHARE},
     ).fetchall()[0][0]
     if edges:
         doubts.append(
             f"in {edges} step(s) the kernels before the first layer or after the last are as many as a layer's and "
-            "run what layers run: a layer may be left out there (give --layers N)"
+            "run much of what layers run: a layer may be left out there (give --layers N)"
         )
     return doubts
 
