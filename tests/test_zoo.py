@@ -27,6 +27,8 @@ MISSES = {  # run -> why traceview misses it (a strict expected failure), each w
     "off covers more of each pass; the three decode passes are found as three layers of one step",
     "gemma2_default_prefill": "known limit: sliding and full attention alternate (layers of 67 and 62 kernels) and "
     "the phase found is 28 kernels late, so the last layer holds the final norm and the LM head",
+    "mimo_v2_flash_default_prefill": "known limit: the dense first layer (50 kernels) is folded into the prologue "
+    "beside the embedding and the MoE layers (93) are found one kernel early",
 }
 CASES = labelled_cases(ZOO, MISSES)
 
@@ -38,7 +40,8 @@ def test_the_zoo_subset_is_committed() -> None:
 
 @pytest.mark.parametrize("run", sorted(MISSES))
 def test_every_committed_miss_is_warned(run: str) -> None:
-    """A run traceview gets wrong says so: here, a step's last kernel (the LM head's place) is inside a layer."""
+    """A run traceview gets wrong says so (a step's last kernel, the LM head's place, inside a layer; a prologue a
+    layer long that runs much of what layers run)."""
     labels, trace = next((labels, trace) for labels, trace in zoo_accuracy.zoo_cases(ZOO) if labels.stem == run)
     row = zoo_accuracy.check_zoo(labels, trace, hint=False)
     assert not row.exact and row.warnings, row
