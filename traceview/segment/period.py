@@ -168,9 +168,8 @@ def _moved_to_norms(found: list[tuple[int, int]], norms: np.ndarray, median: int
     shift = np.where(offsets == delta, delta, 0).tolist()  # a layer that opens with its norm already stays
     moved = [(a + d, b + d) for (a, b), d in zip(found, shift, strict=True)]
     met = [x[1] == y[0] for x, y in itertools.pairwise(found)]
-    moved = [(a, nxt[0] if meets else b) for (a, b), nxt, meets in zip(moved, moved[1:], met, strict=False)] + moved[
-        -1:
-    ]
+    ends = [following[0] if meets else b for (_, b), following, meets in zip(moved, moved[1:], met, strict=False)]
+    moved = [(a, b) for (a, _), b in zip(moved, [*ends, moved[-1][1]], strict=True)]
     last_start, last_end = moved[-1]
     if shift[-1] > 0:
         inside = np.flatnonzero(norms[last_end - delta : last_end])
