@@ -8,6 +8,7 @@ reads them without loading numpy and pandas.
 from __future__ import annotations
 
 import itertools
+import re
 from dataclasses import dataclass
 
 import duckdb
@@ -18,8 +19,8 @@ from ..db import execute_with, has_rows
 from . import Method, SegmentOptions, SegmentResult, annotation, busy, family, graph, period, side_streams, spec, steps
 
 INDUCTOR_INDEX = r"^(triton_[a-z]+_fused_.*)_\d+$"
-NORM_NAME = r"(?i)norm([^a]|a[^l]|$)"  # a norm kernel's name (layer_norm, rms_norm, RMSNorm), not `normal`
 INDUCTOR_NUMBER = r"^triton_[a-z]+_fused_.*_(\d+)$"  # Inductor numbers the kernels of a compiled graph from 0
+NORM_NAME = re.compile(r"norm(?!al)", re.IGNORECASE)  # a norm kernel's name (layer_norm, rms_norm, RMSNorm)
 COVERAGE_TO_TRUST = 0.5  # share of a step's kernels a method must place for auto to choose it
 NEAR_EDGE_SHARE = 0.5  # of the layer-long stretch before the first layer that layers run, for a layer left out there
 LOW_CONFIDENCE = 0.8  # an inferred layer instance matching its unit less than this is reported
@@ -240,7 +241,8 @@ def _period_layers(con: duckdb.DuckDBPyConnection, run_id: int, expected: int | 
         ORDER BY k.rank, k.step, k.start_ns, k.activity_id
         """
     ).fetchnumpy()
-    frame, solved = _solve_steps(data, kernel_families(con, run_id), norm_codes(con, run_id), expected)
+    names = kernel_names(con, run_id)
+    frame, solved = _solve_steps(data, kernel_families(names), norm_codes(names), expected)
     execute_with(
         con, "_seg_period_frame", frame, "CREATE OR REPLACE TEMP TABLE _seg_period AS SELECT * FROM _seg_period_frame"
     )
@@ -273,27 +275,28 @@ def _code_sql(alias: str) -> str:
     return f"(hash({alias}.kind || ':' || regexp_replace({alias}.name, $inductor, '\\1')) >> 1)::BIGINT"
 
 
-def kernel_families(con: duckdb.DuckDBPyConnection, run_id: int) -> dict[int, int]:
-    """Code -> family id of every kernel name of the run (segment/family.py)."""
-    names = con.execute(
+def kernel_names(con: duckdb.DuckDBPyConnection, run_id: int) -> dict[int, str]:
+    """Code -> one name of every kernel of the run (the codes of names that differ by Inductor's number only are
+    one)."""
+    rows = con.execute(
         f"""SELECT {_code_sql("k")}, any_value(k.name)
             FROM (SELECT DISTINCT kind, name FROM gpu_activity WHERE run_id = $run AND kind = 'kernel') k
             GROUP BY ALL""",
         {"run": run_id, "inductor": INDUCTOR_INDEX},
     ).fetchall()
+    return {code: name or "" for code, name in rows}
+
+
+def kernel_families(names: dict[int, str]) -> dict[int, int]:
+    """Code -> family id of every kernel name (segment/family.py)."""
     ids: dict[str, int] = {}
-    return {code: ids.setdefault(family.kernel_family(name or ""), len(ids)) for code, name in names}
+    return {code: ids.setdefault(family.kernel_family(name), len(ids)) for code, name in names.items()}
 
 
-def norm_codes(con: duckdb.DuckDBPyConnection, run_id: int) -> set[int]:
+def norm_codes(names: dict[int, str]) -> set[int]:
     """Codes of the kernels whose name says they are a norm (layer_norm, rms_norm, RMSNorm; not `normal`, a
     random number generator's)."""
-    rows = con.execute(
-        f"""SELECT DISTINCT {_code_sql("k")} FROM gpu_activity k
-            WHERE run_id = $run AND kind = 'kernel' AND regexp_matches(name, $norm)""",
-        {"run": run_id, "inductor": INDUCTOR_INDEX, "norm": NORM_NAME},
-    ).fetchall()
-    return {code for (code,) in rows}
+    return {code for code, name in names.items() if NORM_NAME.search(name)}
 
 
 def families_of(codes: np.ndarray, families: dict[int, int]) -> np.ndarray:
@@ -560,10 +563,10 @@ def _doubts(con: duckdb.DuckDBPyConnection, run_id: int, outcome: _LayerOutcome)
             f"{late} GPU activities started more than {steps.MAX_LAUNCH_DELAY_NS // 10**9} s after their launch call "
             "(a clock jump or damaged times?): left out of every step and layer"
         )
-    return doubts + _glue_in_layers(con, run_id) + _structure_doubts(con)
+    return doubts + _steps_ending_inside_a_layer(con, run_id) + _structure_doubts(con)
 
 
-def _glue_in_layers(con: duckdb.DuckDBPyConnection, run_id: int) -> list[str]:
+def _steps_ending_inside_a_layer(con: duckdb.DuckDBPyConnection, run_id: int) -> list[str]:
     """A line when some steps end inside an inferred layer: a forward pass ends with its final norm and LM head
     (and a decode step with the sampling) after its last layer, so a layer that holds a step's last kernel holds
     them too (whole forward passes found as layers, or layers found out of phase)."""
