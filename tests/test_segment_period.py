@@ -272,3 +272,21 @@ def test_post_norm_layers_that_end_with_their_norm_stay_as_found() -> None:
     codes, norms, truth = _pre_norm_step(8, post_norm=True)
     found = period.PeriodFit(tuple(period.LayerSpan(a, b, 1.0) for a, b in truth), 9, 0.9, 1.0)
     assert period.at_norms(codes, found, norms) is found
+
+
+def test_a_norm_opens_at_the_cast_that_mostly_comes_before_it() -> None:
+    """A norm that computes in float32 casts its input first (OLMo's LayerNorm): where that norm's kernel mostly
+    follows a cast, the cast opens the norm; a cast only before the first norm (the rotary embedding's, at the end
+    of the prologue) does not."""
+    cast, norm, other_norm, add, rope_cast = 1, 2, 3, 4, 1
+    codes = np.array([9, rope_cast, cast, norm, 5, add, cast, norm, 6, add, rope_cast, other_norm, 7, add, other_norm])
+    norms = np.isin(codes, [norm, other_norm])
+    opens = period.norm_openings(codes, norms, codes == cast)
+    assert np.flatnonzero(opens).tolist() == [2, 6, 11, 14]
+
+
+def test_a_norm_after_a_cast_only_once_opens_at_itself() -> None:
+    codes, norms, _ = _pre_norm_step(4)
+    codes[2] = 12  # the prologue ends with a cast (of the rotary embedding's cos and sin), no residual-like add
+    casts = codes == 12
+    assert np.flatnonzero(period.norm_openings(codes, norms, casts)).tolist() == np.flatnonzero(norms).tolist()

@@ -235,7 +235,25 @@ def _by_graphs(codes: np.ndarray, opens: np.ndarray | None) -> _Runs | None:
     if fit is None or not fit.graphs:
         return None
     spans = [(s.start, s.end) for s in fit.layers]
-    return _runs_of([[s for s in spans if a <= s[0] < b] for a, b in period.runs_of_spans(spans)])
+    runs = period.runs_of_spans(spans)
+    found = [[s for s in spans if a <= s[0] < b] for a, b in runs]
+    layers = int(np.median([len(p) for p in found]))
+    return _runs_of(sorted(found + _graph_passes_beside(codes, opens, runs, layers)))
+
+
+def _graph_passes_beside(
+    codes: np.ndarray, opens: np.ndarray, runs: list[tuple[int, int]], layers: int
+) -> list[list[tuple[int, int]]]:
+    """The forward passes of another variant of the compiled layers in the stretches between the `runs` of graphs
+    found (the first call, whose graphs run other kernels than the later calls' and so another period): a stretch
+    whose own graphs are `layers` layers back to back."""
+    found = []
+    for a, b in _stretches(0, len(codes), runs):
+        fit = period.find_layers(codes[a:b], opens=opens[a:b]) if opens[a:b].sum() >= layers else None
+        spans = [(a + s.start, a + s.end) for s in fit.layers] if fit is not None and fit.graphs else []
+        if len(spans) == layers and all(x[1] == y[0] for x, y in itertools.pairwise(spans)):
+            found.append(spans)
+    return found
 
 
 def _by_mixers(codes: np.ndarray, found: _Runs) -> _Runs | None:

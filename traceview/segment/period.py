@@ -128,9 +128,24 @@ def find_layers(
     return toward_count(codes, fit, expected) if expected else fit
 
 
+def norm_openings(codes: np.ndarray, norms: np.ndarray, casts: np.ndarray) -> np.ndarray:
+    """Per kernel, whether a norm opens there: a norm kernel (`norms`), or the dtype cast (`casts`) right before
+    it where that norm's kernel mostly comes after one: a norm that computes in float32 casts its input first
+    (OLMo's LayerNorm), and the layer opens with that cast. A cast that only sometimes comes before the norm is
+    not its own (the rotary embedding's casts at the end of the prologue)."""
+    at = np.flatnonzero(norms)
+    cast_before = (at > 0) & casts[np.maximum(at - 1, 0)] & ~norms[np.maximum(at - 1, 0)]
+    kinds, kind_of = np.unique(codes[at], return_inverse=True)
+    after_cast = np.bincount(kind_of, weights=cast_before, minlength=len(kinds))
+    own = after_cast * 2 > np.bincount(kind_of, minlength=len(kinds))
+    opens = np.zeros(len(norms), dtype=bool)
+    opens[at - (cast_before & own[kind_of])] = True
+    return opens
+
+
 def at_norms(codes: np.ndarray, fit: PeriodFit | None, norms: np.ndarray | None) -> PeriodFit | None:
     """The layers moved to open with their input norm, where the kernel names say which kernels are norms (`norms`,
-    one flag per kernel: layer_norm, rms_norm). A pre-norm layer opens with its norm and ends with its residual add.
+    one flag per kernel where a norm opens: norm_openings). A pre-norm layer opens with its norm and ends with its residual add.
     The repeating unit cannot tell that from a neighbouring phase when the trace's prologue ends like a layer (the
     add of the position embedding, the same kernel as the residual add) or its epilogue opens like one: the found
     layers then open a few kernels off the norm. When most layers (NORM_SHARE) have their nearest norm at the same

@@ -21,6 +21,7 @@ from . import Method, SegmentOptions, SegmentResult, annotation, busy, family, g
 INDUCTOR_INDEX = r"^(triton_[a-z]+_fused_.*)_\d+$"
 INDUCTOR_NUMBER = r"^triton_[a-z]+_fused_.*_(\d+)$"  # Inductor numbers the kernels of a compiled graph from 0
 NORM_NAME = re.compile(r"norm(?!al)", re.IGNORECASE)  # a norm kernel's name (layer_norm, rms_norm, RMSNorm)
+CAST_NAME = re.compile(r"copy_kernel|_to_copy")  # a dtype cast's kernel (direct_copy_kernel_cuda, Inductor's _to_copy)
 COVERAGE_TO_TRUST = 0.5  # share of a step's kernels a method must place for auto to choose it
 NEAR_EDGE_SHARE = 0.5  # of the layer-long stretch before the first layer that layers run, for a layer left out there
 LOW_CONFIDENCE = 0.8  # an inferred layer instance matching its unit less than this is reported
@@ -242,7 +243,8 @@ def _period_layers(con: duckdb.DuckDBPyConnection, run_id: int, expected: int | 
         """
     ).fetchnumpy()
     names = kernel_names(con, run_id)
-    frame, solved = _solve_steps(data, kernel_families(names), norm_codes(names), expected)
+    norms, casts = codes_named(names, NORM_NAME), codes_named(names, CAST_NAME)
+    frame, solved = _solve_steps(data, kernel_families(names), norms, casts, expected)
     execute_with(
         con, "_seg_period_frame", frame, "CREATE OR REPLACE TEMP TABLE _seg_period AS SELECT * FROM _seg_period_frame"
     )
@@ -293,10 +295,10 @@ def kernel_families(names: dict[int, str]) -> dict[int, int]:
     return {code: ids.setdefault(family.kernel_family(name), len(ids)) for code, name in names.items()}
 
 
-def norm_codes(names: dict[int, str]) -> set[int]:
-    """Codes of the kernels whose name says they are a norm (layer_norm, rms_norm, RMSNorm; not `normal`, a
-    random number generator's)."""
-    return {code for code, name in names.items() if NORM_NAME.search(name)}
+def codes_named(names: dict[int, str], pattern: re.Pattern[str]) -> set[int]:
+    """Codes of the kernels whose name `pattern` finds: NORM_NAME (layer_norm, rms_norm, RMSNorm; not `normal`, a
+    random number generator's), CAST_NAME (a dtype conversion)."""
+    return {code for code, name in names.items() if pattern.search(name)}
 
 
 def families_of(codes: np.ndarray, families: dict[int, int]) -> np.ndarray:
@@ -306,7 +308,7 @@ def families_of(codes: np.ndarray, families: dict[int, int]) -> np.ndarray:
 
 
 def _solve_steps(
-    data: dict[str, np.ndarray], families: dict[int, int], norms: set[int], expected: int | None
+    data: dict[str, np.ndarray], families: dict[int, int], norms: set[int], casts: set[int], expected: int | None
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Run period.find_layers on each step's code sequence (once per distinct sequence), toward `expected` layers
     per forward pass when the user gave the count; a step that holds a drafter is the target's verify pass
@@ -316,7 +318,7 @@ def _solve_steps(
     ids, codes = np.asarray(data["activity_id"], dtype=np.int64), np.asarray(data["code"], dtype=np.int64)
     verify, numbers = np.asarray(data["verify"], dtype=bool), np.asarray(data["inductor_number"], dtype=np.int64)
     family_ids = families_of(codes, families)
-    is_norm = np.isin(codes, np.fromiter(norms, dtype=np.int64, count=len(norms)))
+    norm_opens = period.norm_openings(codes, np.isin(codes, list(norms)), np.isin(codes, list(casts)))
     change = np.flatnonzero((np.diff(rank) != 0) | (np.diff(step) != 0)) + 1
     edges = np.concatenate(([0], change, [len(ids)])) if len(ids) else np.array([0])
     layer = np.full(len(ids), -1, dtype=np.int64)
@@ -327,7 +329,7 @@ def _solve_steps(
         fit = period.find_layers(
             codes[lo:hi], families=family_ids[lo:hi], expected=expected, opens=opens, graphs=graphs
         )
-        fit = fit if fit is None or fit.graphs else period.at_norms(codes[lo:hi], fit, is_norm[lo:hi])
+        fit = fit if fit is None or fit.graphs else period.at_norms(codes[lo:hi], fit, norm_opens[lo:hi])
         return period.verify_pass(codes[lo:hi], fit, spec.MIN_VERIFY_LAYERS) if verify[lo] else fit
 
     cache: dict[bytes, period.PeriodFit | None] = {}
