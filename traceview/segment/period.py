@@ -145,14 +145,14 @@ def norm_openings(codes: np.ndarray, norms: np.ndarray, casts: np.ndarray) -> np
 
 def at_norms(codes: np.ndarray, fit: PeriodFit | None, norms: np.ndarray | None) -> PeriodFit | None:
     """The layers moved to open with their input norm, where the kernel names say which kernels are norms (`norms`,
-    one flag per kernel where a norm opens: norm_openings). A pre-norm layer opens with its norm and ends with its residual add.
-    The repeating unit cannot tell that from a neighbouring phase when the trace's prologue ends like a layer (the
-    add of the position embedding, the same kernel as the residual add) or its epilogue opens like one: the found
-    layers then open a few kernels off the norm. When most layers (NORM_SHARE) have their nearest norm at the same
-    offset from their start, less than half a layer away, they move by that offset (`_moved_to_norms`), and a first
-    layer found starting late opens at its own norm (`_from_first_norm`). The answer must be a pre-norm stack: its
-    first layer opens with a norm and a norm follows its last (the final norm). In a post-norm stack each layer ends
-    with its norm and the first opens with none before it: its layers stay as found."""
+    one flag per kernel where a norm opens: norm_openings). A pre-norm layer opens with its norm and ends with its
+    residual add. The repeating unit cannot tell that from a neighbouring phase when the trace's prologue ends like
+    a layer (the add of the position embedding, the same kernel as the residual add) or its epilogue opens like one:
+    the found layers then open a few kernels off the norm. When most layers (NORM_SHARE) have their nearest norm at
+    the same offset from their start, less than half a layer away, they move by that offset (`_moved_to_norms`), and
+    a first layer found starting late opens at its own norm (`_from_first_norm`). The answer must be a pre-norm
+    stack: its first layer opens with a norm and a norm follows its last (the final norm). In a post-norm stack each
+    layer ends with its norm and the first opens with none before it: its layers stay as found."""
     if fit is None or norms is None or not norms.any() or not fit.layers:
         return fit
     found = [(s.start, s.end) for s in fit.layers]
