@@ -14,7 +14,7 @@ from segment_fixtures import GRAPH_NODE_BASE, Model, random_names, reference_lay
 
 import traceview
 from traceview.errors import UsageError
-from traceview.segment import Method, SegmentOptions
+from traceview.segment import Method, SegmentOptions, pipeline
 from traceview.segment.annotation import DEFAULT_CANDIDATE, parse_layer_name
 from traceview.segment.steps import phase_of
 
@@ -359,3 +359,25 @@ def test_a_layer_range_left_open_around_the_capture_is_no_layer(tmp_path: Path, 
     assert methods(db_path) == {"graph"}
     assert layer_counts(db_path) == truth_counts(trace, range(3))
     assert any("1 layer range(s) ignored: they enclose other layers" in w for w in summary.warnings)
+
+
+def _step_of_layers(glue_between: bool) -> duckdb.DuckDBPyConnection:
+    """One step of four layers of two kernels each (two passes of two layers), with or without a kernel outside
+    every layer between the passes."""
+    con = duckdb.connect()
+    con.execute("CREATE TABLE layers (run_id INT, rank INT, step INT, layer INT, start_ns BIGINT)")
+    con.execute("CREATE TABLE gpu_activity (run_id INT, kind VARCHAR, rank INT, step INT, layer INT, start_ns BIGINT)")
+    kernels = [(None, 0), (0, 10), (0, 20), (1, 30), (1, 40), (None, 45), (2, 50), (2, 60), (3, 70), (3, 80)]
+    kernels = [k for k in kernels if glue_between or k != (None, 45)]
+    con.executemany("INSERT INTO gpu_activity VALUES (1, 'kernel', 0, 0, ?, ?)", kernels)
+    con.executemany("INSERT INTO layers VALUES (1, 0, 0, ?, ?)", [(i, 10 + 20 * i) for i in range(4)])
+    return con
+
+
+def test_a_step_of_several_passes_back_to_back_disagrees_with_the_hint() -> None:
+    """Given 2 layers per forward pass, a step of 4 layers is two passes: the glue between them (LM head, sampling,
+    embedding) lies outside the layers, unless a layer swallowed it (two decode steps found as one)."""
+    hint = SegmentOptions(layers=2)
+    assert pipeline._against_hint(_step_of_layers(glue_between=True), 1, hint) == []
+    (warning,) = pipeline._against_hint(_step_of_layers(glue_between=False), 1, hint)
+    assert "1 step(s) hold several passes' layers back to back" in warning

@@ -524,13 +524,39 @@ def _against_hint(con: duckdb.DuckDBPyConnection, run_id: int, options: SegmentO
         return []
     counts = con.execute("SELECT count(*) FROM layers WHERE run_id = ? GROUP BY rank, step", [run_id]).fetchall()
     off = sorted({n for (n,) in counts if n % options.layers})
+    expected = f"{options.layers} layers per forward pass expected ({options.layers_from})"
     if counts and not off:
-        return []
+        glued = _passes_back_to_back(con, run_id, options.layers)
+        return (
+            [
+                f"{expected}, but {glued} step(s) hold several passes' layers back to back, with nothing between the "
+                "passes: the glue between forward passes (LM head, sampling, embedding) is inside a layer there, so "
+                "those steps are likely several steps (annotate the steps, or check the count)"
+            ]
+            if glued
+            else []
+        )
     found = ", ".join(map(str, off)) if counts else "none"
     return [
-        f"{options.layers} layers per forward pass expected ({options.layers_from}), but steps hold {found}: the "
-        "layer boundaries could not be made to agree (annotate the layers with traceview.capture, or check the count)"
+        f"{expected}, but steps hold {found}: the layer boundaries could not be made to agree (annotate the layers "
+        "with traceview.capture, or check the count)"
     ]
+
+
+def _passes_back_to_back(con: duckdb.DuckDBPyConnection, run_id: int, layers: int) -> int:
+    """The steps that hold more than `layers` layers (several forward passes) without a kernel outside them
+    between their first layer and their last."""
+    return con.execute(
+        """
+        WITH several AS (SELECT rank, step, min(start_ns) AS lo, max(start_ns) AS hi FROM layers
+                         WHERE run_id = $run GROUP BY ALL HAVING count(*) > $layers)
+        SELECT count(*) FROM several s
+        WHERE NOT EXISTS (SELECT 1 FROM gpu_activity g
+                          WHERE g.run_id = $run AND g.kind = 'kernel' AND g.rank = s.rank AND g.step = s.step
+                            AND g.layer IS NULL AND g.start_ns > s.lo AND g.start_ns < s.hi)
+        """,
+        {"run": run_id, "layers": layers},
+    ).fetchall()[0][0]
 
 
 def _doubts(con: duckdb.DuckDBPyConnection, run_id: int, outcome: _LayerOutcome) -> list[str]:
