@@ -290,3 +290,17 @@ def test_a_norm_after_a_cast_only_once_opens_at_itself() -> None:
     codes[2] = 12  # the prologue ends with a cast (of the rotary embedding's cos and sin), no residual-like add
     casts = codes == 12
     assert np.flatnonzero(period.norm_openings(codes, norms, casts)).tolist() == np.flatnonzero(norms).tolist()
+
+
+def test_a_layer_at_the_edge_that_repeats_a_found_one_is_a_layer() -> None:
+    """Three sliding-attention layers to one full (OLMo 3): the pass ends with a full layer, left out when the unit's
+    phase puts it after the last whole unit; a layer right before the first or after the last that repeats a found
+    layer kernel for kernel is a layer. The prologue and the epilogue, which repeat none, stay outside."""
+    sliding, full = [1, 2, 3, 4, 5], [1, 2, 6, 7]
+    layers = [sliding, sliding, sliding, full] * 3
+    codes = np.array([10, 11, *[k for layer in layers for k in layer], 12, 13], dtype=np.int64)
+    starts = np.cumsum([2, *[len(layer) for layer in layers]]).tolist()
+    truth = list(itertools.pairwise(starts))
+    found = period.PeriodFit(tuple(period.LayerSpan(a, b, 1.0) for a, b in truth[1:-1]), 5, 0.9, 1.0)
+    fit = period.with_edge_copies(codes, found)
+    assert fit is not None and [(s.start, s.end) for s in fit.layers] == truth

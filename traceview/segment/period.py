@@ -203,6 +203,36 @@ def _from_first_norm(first: tuple[int, int], norms: np.ndarray, median: int) -> 
     return int(before[-1]), end
 
 
+def with_edge_copies(codes: np.ndarray, fit: PeriodFit | None) -> PeriodFit | None:
+    """The fit with the layers that lie right before its first layer or right after its last and repeat a found
+    layer kernel for kernel: a layer of a kind the unit holds fewer times (the full-attention layer that closes a
+    pass of three sliding ones to one full one) is left out at the edge when the pass ends inside a unit."""
+    if fit is None or not fit.layers:
+        return fit
+    spans = _bounds(fit.layers)
+    copies = sorted({codes[a:b].tobytes() for a, b in spans}, key=len, reverse=True)
+    before, after = _copies_from(codes, spans[0][0], copies, -1), _copies_from(codes, spans[-1][1], copies, 1)
+    if not before and not after:
+        return fit
+    return _fit_of(dense(np.ascontiguousarray(codes, dtype=np.int64)), [*before, *spans, *after])
+
+
+def _copies_from(codes: np.ndarray, at: int, copies: list[bytes], direction: int) -> list[tuple[int, int]]:
+    """The layers that repeat one of `copies` (kernels as bytes, longest first) back to back from `at`, forward
+    (direction 1) or backward (-1), in order."""
+    found: list[tuple[int, int]] = []
+    while True:
+        for copy in copies:
+            length = len(copy) // codes.itemsize
+            lo, hi = (at, at + length) if direction > 0 else (at - length, at)
+            if lo >= 0 and hi <= len(codes) and codes[lo:hi].tobytes() == copy:
+                found.append((lo, hi))
+                at = hi if direction > 0 else lo
+                break
+        else:
+            return found if direction > 0 else found[::-1]
+
+
 def graph_openings(numbers: np.ndarray) -> np.ndarray:
     """Per kernel, whether it is the first kernel of a compiled graph: Inductor's number 0, and the next kernel that
     Inductor numbers otherwise is its number 1 (a kernel whose code is the first one's, such as a second identical

@@ -330,6 +330,7 @@ def _solve_steps(
             codes[lo:hi], families=family_ids[lo:hi], expected=expected, opens=opens, graphs=graphs
         )
         fit = fit if fit is None or fit.graphs else period.at_norms(codes[lo:hi], fit, norm_opens[lo:hi])
+        fit = fit if fit is None or fit.graphs else period.with_edge_copies(codes[lo:hi], fit)
         return period.verify_pass(codes[lo:hi], fit, spec.MIN_VERIFY_LAYERS) if verify[lo] else fit
 
     cache: dict[bytes, period.PeriodFit | None] = {}
