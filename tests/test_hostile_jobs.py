@@ -78,9 +78,9 @@ def test_merging_parts_in_one_transaction_holds_no_descriptor_of_them(tmp_path: 
 
 
 def test_workers_are_capped_by_memory_as_well_as_by_cores() -> None:
-    gib, part = 1 << 30, 100 << 20
-    assert worker_count(24, [part] * 48, 64 * gib, cores=128) == 24  # room for all
-    assert worker_count(24, [part] * 48, 2 * gib, cores=128) == 2 * gib // (WORKER_BASE + part)  # memory: 5
-    assert worker_count(24, [part] * 48, 64 * gib, cores=8) == 8  # cores
-    assert worker_count(24, [part] * 3, 64 * gib, cores=128) == 3  # parts
-    assert worker_count(24, [4 * gib], 2 * gib, cores=128) == 1  # always one
+    gib, worker = 1 << 30, WORKER_BASE + (1 << 30)  # a worker: itself and the 1 GiB an ingest of its part gets
+    assert worker_count(24, 48, worker, 64 * gib, cores=128) == 24  # room for all
+    assert worker_count(24, 48, worker, 6 * gib, cores=128) == 6 * gib // worker  # memory: 4
+    assert worker_count(24, 48, worker, 64 * gib, cores=8) == 8  # cores
+    assert worker_count(24, 3, worker, 64 * gib, cores=128) == 3  # parts
+    assert worker_count(24, 1, 5 * gib, 2 * gib, cores=128) == 1  # always one

@@ -11,8 +11,9 @@ open until the commit: one descriptor per part). Linking, classification and ran
 are done in the workers.
 
 Workers: at most --jobs, the parts, the cores, and what the ingest's memory budget allows (`worker_count`): each
-worker needs WORKER_BASE for itself and about its largest part's data for DuckDB, which is capped at its share of
-the budget (it spills beyond).
+worker needs WORKER_BASE for itself and, for DuckDB, the cap one ingest of the largest part would get
+(db.memory_budget: at least 1 GiB; with less, a worker spilled what a single ingest of its file holds in memory).
+DuckDB's cap in each is its share of the budget (it spills beyond).
 """
 
 from __future__ import annotations
@@ -77,9 +78,10 @@ def load_files(con: duckdb.DuckDBPyConnection, source: Source, run_id: int, opti
     share = math.ceil(len(source.files) / options.jobs)
     parts = list(kineto_batch.batches(source.files, options, most=share))
     sizes = [_part_bytes(part) for part in parts]
-    budget = _budget(options, source, min(options.jobs, len(parts)) * (WORKER_BASE + max(sizes, default=0)))
+    per_worker = WORKER_BASE + memory_budget(max(sizes, default=0))  # what one ingest of the largest part gets
+    budget = _budget(options, source, min(options.jobs, len(parts)) * per_worker)
     cores = usable_cores()
-    jobs = worker_count(options.jobs, sizes, budget, cores)
+    jobs = worker_count(options.jobs, len(parts), per_worker, budget, cores)
     threads = max(1, cores // jobs)  # DuckDB threads per worker: the cores, shared out
     worker_options = dataclasses.replace(
         options, progress=None, jobs=1, memory_limit=max(MIN_WORKER_CAP, budget // jobs - WORKER_BASE)
@@ -112,11 +114,10 @@ def load_files(con: duckdb.DuckDBPyConnection, source: Source, run_id: int, opti
     return results
 
 
-def worker_count(requested: int, part_bytes: list[int], budget: int, cores: int) -> int:
-    """How many workers to start: at most `requested`, the parts, the cores, and as many as `budget` bytes of memory
-    hold, each WORKER_BASE plus the data of the largest part (at least 1)."""
-    per_worker = WORKER_BASE + max(part_bytes, default=0)
-    return max(1, min(requested, len(part_bytes), cores, budget // per_worker))
+def worker_count(requested: int, parts: int, per_worker: int, budget: int, cores: int) -> int:
+    """How many workers to start: at most `requested`, the `parts`, the cores, and as many as `budget` bytes of
+    memory hold, `per_worker` each (at least 1)."""
+    return max(1, min(requested, parts, cores, budget // per_worker))
 
 
 def _budget(options: IngestOptions, source: Source, wanted: int) -> int:
