@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from segment_fixtures import FRAMEWORKS, Model, framework_step, random_names
 
-from traceview.segment import period
+from traceview.segment import period, pipeline
 
 
 def codes_of(names: list[str]) -> np.ndarray:
@@ -304,3 +304,36 @@ def test_a_layer_at_the_edge_that_repeats_a_found_one_is_a_layer() -> None:
     found = period.PeriodFit(tuple(period.LayerSpan(a, b, 1.0) for a, b in truth[1:-1]), 5, 0.9, 1.0)
     fit = period.with_edge_copies(codes, found)
     assert fit is not None and [(s.start, s.end) for s in fit.layers] == truth
+
+
+def test_a_dense_layer_before_the_first_found_is_a_layer() -> None:
+    """A dense first layer before MoE ones (DeepSeek-V3's and Kimi K2's shape, MiMo-V2-Flash) left in the prologue
+    by the repeating unit: the stretch before the first layer that opens with a norm and holds as many norms as a
+    layer does (the token mixer's and the channel mixer's) is a layer; the prologue keeps the embedding."""
+    norm, add = 1, 2
+    dense = [norm, 3, 4, add, norm, 5, 6, add]
+    moe = [norm, 3, 4, add, norm, 7, 8, 9, 10, add]
+    layers = [dense, *[moe] * 4]
+    codes = np.array([20, 21, *[k for layer in layers for k in layer], norm, 22], dtype=np.int64)
+    starts = np.cumsum([2, *[len(layer) for layer in layers]]).tolist()
+    truth = list(itertools.pairwise(starts))
+    found = period.PeriodFit(tuple(period.LayerSpan(a, b, 1.0) for a, b in truth[1:]), 10, 0.9, 1.0)
+    fit = period.at_norms(codes, found, codes == norm)
+    assert fit is not None and [(s.start, s.end) for s in fit.layers] == truth
+
+
+def test_an_eager_rms_norm_opens_where_a_residual_add_comes_before_it() -> None:
+    """An eager RMSNorm (cast to float32, x.pow(2), mean, ...) is a norm where a residual add comes just before it, or
+    where it is the step's first (after the embedding); a QK norm right after a projection is none."""
+    names = {
+        1: "direct_copy_kernel_cuda",
+        2: "pow_tensor_scalar_kernel",
+        3: "ReduceOp<float, MeanOps<float>>",
+        4: "CUDAFunctor_add<c10::BFloat16>",
+        5: "nvjet_gemm",
+        6: "embedding_gather",
+    }
+    norm = [1, 2, 3]
+    codes = np.array([6, *norm, 5, *norm, 5, 4, *norm, 5, 4, *norm], dtype=np.int64)
+    opens = pipeline.NormKernels.of(names).openings(codes)
+    assert np.flatnonzero(opens).tolist() == [1, 10, 15]

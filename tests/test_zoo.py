@@ -28,8 +28,6 @@ MISSES = {  # run -> why traceview misses it (a strict expected failure), each w
     "gemma2_default_prefill": "known limit: sliding and full attention alternate (layers of 67 and 62 kernels); the "
     "one forward pass is cut into 8 'passes' of two half layers each, since every stretch between them holds a copy "
     "kernel that also ends the trace, so the glue check takes them for passes",
-    "mimo_v2_flash_default_prefill": "known limit: the dense first layer (50 kernels) is folded into the prologue "
-    "beside the embedding and the MoE layers (93) are found one kernel early",
 }
 CASES = labelled_cases(ZOO, MISSES)
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -161,6 +162,7 @@ def at_norms(codes: np.ndarray, fit: PeriodFit | None, norms: np.ndarray | None)
     if bounds is None:
         return fit
     bounds[0] = _from_first_norm(bounds[0], np.flatnonzero(norms), median)
+    bounds = _with_layer_before(bounds, np.flatnonzero(norms), median)
     first, end = bounds[0][0], bounds[-1][1]
     if bounds == found or not norms[first] or end >= len(codes) or not norms[end]:
         return fit
@@ -190,6 +192,18 @@ def _moved_to_norms(found: list[tuple[int, int]], norms: np.ndarray, median: int
         inside = np.flatnonzero(norms[last_end - delta : last_end])
         moved[-1] = (last_start, last_end - delta + int(inside[0]) if len(inside) else last_end)
     return [(max(a, 0), min(b, len(norms))) for a, b in moved]
+
+
+def _with_layer_before(bounds: list[tuple[int, int]], norms: np.ndarray, median: int) -> list[tuple[int, int]]:
+    """The layers with one of another kind before the first (a dense layer before MoE ones, folded into the
+    prologue): the stretch before the first layer that opens with a norm (positions `norms`) and holds as many as
+    the layers mostly do (two or more: the token mixer's and the channel mixer's), at least a quarter of a `median`
+    layer long, with kernels of the prologue left before it."""
+    held = Counter(int(((norms >= a) & (norms < b)).sum()) for a, b in bounds).most_common(1)[0][0]
+    before = norms[norms < bounds[0][0]]
+    if held < 2 or len(before) < held or before[-held] == 0 or 4 * (bounds[0][0] - before[-held]) < median:
+        return bounds
+    return [(int(before[-held]), bounds[0][0]), *bounds]
 
 
 def _from_first_norm(first: tuple[int, int], norms: np.ndarray, median: int) -> tuple[int, int]:

@@ -22,6 +22,9 @@ INDUCTOR_INDEX = r"^(triton_[a-z]+_fused_.*)_\d+$"
 INDUCTOR_NUMBER = r"^triton_[a-z]+_fused_.*_(\d+)$"  # Inductor numbers the kernels of a compiled graph from 0
 NORM_NAME = re.compile(r"norm(?!al)", re.IGNORECASE)  # a norm kernel's name (layer_norm, rms_norm, RMSNorm)
 CAST_NAME = re.compile(r"copy_kernel|_to_copy")  # a dtype cast's kernel (direct_copy_kernel_cuda, Inductor's _to_copy)
+SQUARE_NAME = re.compile(r"pow_tensor_scalar")  # an eager RMSNorm's x.pow(2), when a mean reduce follows it
+MEAN_NAME = re.compile(r"MeanOps")  # the mean reduce of that variance
+ADD_NAME = re.compile(r"CUDAFunctor_add<")  # an eager residual add (ATen's elementwise add)
 COVERAGE_TO_TRUST = 0.5  # share of a step's kernels a method must place for auto to choose it
 NEAR_EDGE_SHARE = 0.5  # of the layer-long stretch before the first layer that layers run, for a layer left out there
 LOW_CONFIDENCE = 0.8  # an inferred layer instance matching its unit less than this is reported
@@ -243,8 +246,7 @@ def _period_layers(con: duckdb.DuckDBPyConnection, run_id: int, expected: int | 
         """
     ).fetchnumpy()
     names = kernel_names(con, run_id)
-    norms, casts = codes_named(names, NORM_NAME), codes_named(names, CAST_NAME)
-    frame, solved = _solve_steps(data, kernel_families(names), norms, casts, expected)
+    frame, solved = _solve_steps(data, kernel_families(names), NormKernels.of(names), expected)
     execute_with(
         con, "_seg_period_frame", frame, "CREATE OR REPLACE TEMP TABLE _seg_period AS SELECT * FROM _seg_period_frame"
     )
@@ -301,6 +303,41 @@ def codes_named(names: dict[int, str], pattern: re.Pattern[str]) -> set[int]:
     return {code for code, name in names.items() if pattern.search(name)}
 
 
+@dataclass(frozen=True)
+class NormKernels:
+    """The codes of the kernels whose names tell where a norm is: named norm kernels (layer_norm, rms_norm), and an
+    eager RMSNorm (its square, `pow_tensor_scalar`, right before its mean reduce; an eager LayerNorm's mean and
+    subtraction before that) where a residual add comes just before it (the norm of a layer's input or of its
+    channel mixer, not a QK norm after a projection); and the dtype casts a norm may open with
+    (period.norm_openings)."""
+
+    norms: set[int]
+    squares: set[int]
+    means: set[int]
+    adds: set[int]
+    casts: set[int]
+
+    @classmethod
+    def of(cls, names: dict[int, str]) -> NormKernels:
+        patterns = (NORM_NAME, SQUARE_NAME, MEAN_NAME, ADD_NAME, CAST_NAME)
+        return cls(*(codes_named(names, pattern) for pattern in patterns))
+
+    def openings(self, codes: np.ndarray) -> np.ndarray:
+        """Per kernel of `codes` (one step's), whether a norm opens there."""
+        casts = np.isin(codes, list(self.casts))
+        named = period.norm_openings(codes, np.isin(codes, list(self.norms)), casts)
+        means, adds = np.isin(codes, list(self.means)), np.isin(codes, list(self.adds))
+        square = np.flatnonzero(np.isin(codes[:-1], list(self.squares)) & means[1:])
+        centred = (square >= 2) & means[np.maximum(square - 2, 0)] & adds[np.maximum(square - 1, 0)]
+        eager = np.zeros(len(codes), dtype=bool)
+        eager[square - 2 * centred] = True  # an eager LayerNorm's variance comes after its mean and the subtraction
+        eager = period.norm_openings(codes, eager, casts)
+        first = np.flatnonzero(eager)[:1]  # the stack's first input norm comes after the embedding, not an add
+        eager[1:] &= adds[:-1]
+        eager[first] = True
+        return named | eager
+
+
 def families_of(codes: np.ndarray, families: dict[int, int]) -> np.ndarray:
     """The family id of each kernel of a code sequence (looked up once per distinct code)."""
     distinct, inverse = np.unique(codes, return_inverse=True)
@@ -308,7 +345,7 @@ def families_of(codes: np.ndarray, families: dict[int, int]) -> np.ndarray:
 
 
 def _solve_steps(
-    data: dict[str, np.ndarray], families: dict[int, int], norms: set[int], casts: set[int], expected: int | None
+    data: dict[str, np.ndarray], families: dict[int, int], norms: NormKernels, expected: int | None
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Run period.find_layers on each step's code sequence (once per distinct sequence), toward `expected` layers
     per forward pass when the user gave the count; a step that holds a drafter is the target's verify pass
@@ -318,7 +355,6 @@ def _solve_steps(
     ids, codes = np.asarray(data["activity_id"], dtype=np.int64), np.asarray(data["code"], dtype=np.int64)
     verify, numbers = np.asarray(data["verify"], dtype=bool), np.asarray(data["inductor_number"], dtype=np.int64)
     family_ids = families_of(codes, families)
-    norm_opens = period.norm_openings(codes, np.isin(codes, list(norms)), np.isin(codes, list(casts)))
     change = np.flatnonzero((np.diff(rank) != 0) | (np.diff(step) != 0)) + 1
     edges = np.concatenate(([0], change, [len(ids)])) if len(ids) else np.array([0])
     layer = np.full(len(ids), -1, dtype=np.int64)
@@ -329,7 +365,7 @@ def _solve_steps(
         fit = period.find_layers(
             codes[lo:hi], families=family_ids[lo:hi], expected=expected, opens=opens, graphs=graphs
         )
-        fit = fit if fit is None or fit.graphs else period.at_norms(codes[lo:hi], fit, norm_opens[lo:hi])
+        fit = fit if fit is None or fit.graphs else period.at_norms(codes[lo:hi], fit, norms.openings(codes[lo:hi]))
         fit = fit if fit is None or fit.graphs else period.with_edge_copies(codes[lo:hi], fit)
         return period.verify_pass(codes[lo:hi], fit, spec.MIN_VERIFY_LAYERS) if verify[lo] else fit
 
