@@ -337,3 +337,17 @@ def test_an_eager_rms_norm_opens_where_a_residual_add_comes_before_it() -> None:
     codes = np.array([6, *norm, 5, *norm, 5, 4, *norm, 5, 4, *norm], dtype=np.int64)
     opens = pipeline.NormKernels.of(names).openings(codes)
     assert np.flatnonzero(opens).tolist() == [1, 10, 15]
+
+
+def test_layers_of_one_norm_each_are_the_stretches_between_norms() -> None:
+    """Parallel blocks (Falcon, GPT-J: attention and MLP behind one norm): found out of phase by more than half a
+    layer, with a stray "layer" holding the final norm, the layers are the stretches between consecutive norms up to
+    the final norm."""
+    norm, add = 1, 2
+    layer = [norm, 3, 4, 5, 6, 7, 8, add]
+    codes = np.array([10, 11, 12, *layer * 6, norm, 13], dtype=np.int64)
+    truth = [(3 + 8 * i, 11 + 8 * i) for i in range(6)]
+    off = [(a - 5, b - 5) for a, b in truth] + [(truth[-1][1] - 5, len(codes))]
+    found = period.PeriodFit(tuple(period.LayerSpan(a, b, 1.0) for a, b in off), 8, 0.9, 1.0)
+    fit = period.at_norms(codes, found, codes == norm)
+    assert fit is not None and [(s.start, s.end) for s in fit.layers] == truth

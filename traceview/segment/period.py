@@ -158,7 +158,9 @@ def at_norms(codes: np.ndarray, fit: PeriodFit | None, norms: np.ndarray | None)
         return fit
     found = [(s.start, s.end) for s in fit.layers]
     median = int(np.median([b - a for a, b in found]))
-    bounds = _moved_to_norms(found, norms, median)
+    at = np.flatnonzero(norms)
+    one_each = all(np.count_nonzero((at >= a) & (at < b)) == 1 for a, b in found)
+    bounds = _between_norms(found, at, median, len(codes)) if one_each else _moved_to_norms(found, norms, median)
     if bounds is None:
         return fit
     bounds[0] = _from_first_norm(bounds[0], np.flatnonzero(norms), median)
@@ -167,6 +169,19 @@ def at_norms(codes: np.ndarray, fit: PeriodFit | None, norms: np.ndarray | None)
     if bounds == found or not norms[first] or end >= len(codes) or not norms[end]:
         return fit
     return _fit_of(dense(np.ascontiguousarray(codes, dtype=np.int64)), bounds)
+
+
+def _between_norms(
+    found: list[tuple[int, int]], norms: np.ndarray, median: int, length: int
+) -> list[tuple[int, int]] | None:
+    """Layers that hold one norm each (a parallel block: attention and MLP behind one norm, as in GPT-J, Falcon,
+    Cohere): the stretches between consecutive norms (positions `norms`) from the first within half a layer of the
+    first found layer to the step's last norm, the final norm, which less than half a layer follows (the LM head);
+    None when that leaves fewer than two layers or the last norm is a layer's (a step of `length` kernels)."""
+    taken = norms[norms >= found[0][0] - median // 2]
+    if len(taken) <= 2 or 2 * (length - taken[-1]) >= median:
+        return None
+    return [(int(a), int(b)) for a, b in itertools.pairwise(taken)]
 
 
 def _moved_to_norms(found: list[tuple[int, int]], norms: np.ndarray, median: int) -> list[tuple[int, int]] | None:
