@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -159,16 +158,22 @@ def at_norms(codes: np.ndarray, fit: PeriodFit | None, norms: np.ndarray | None)
     found = [(s.start, s.end) for s in fit.layers]
     median = int(np.median([b - a for a, b in found]))
     at = np.flatnonzero(norms)
-    one_each = all(np.count_nonzero((at >= a) & (at < b)) == 1 for a, b in found)
+    one_each = bool((_norms_in(found, at) == 1).all())
     bounds = _between_norms(found, at, median, len(codes)) if one_each else _moved_to_norms(found, norms, median)
     if bounds is None:
         return fit
-    bounds[0] = _from_first_norm(bounds[0], np.flatnonzero(norms), median)
-    bounds = _with_layer_before(bounds, np.flatnonzero(norms), median)
+    bounds[0] = _from_first_norm(bounds[0], at, median)
+    bounds = _with_layer_before(bounds, at, median)
     first, end = bounds[0][0], bounds[-1][1]
     if bounds == found or not norms[first] or end >= len(codes) or not norms[end]:
         return fit
     return _fit_of(dense(np.ascontiguousarray(codes, dtype=np.int64)), bounds)
+
+
+def _norms_in(spans: list[tuple[int, int]], norms: np.ndarray) -> np.ndarray:
+    """Per span, how many of the sorted positions `norms` lie in it."""
+    starts, ends = np.array(spans).T
+    return np.searchsorted(norms, ends) - np.searchsorted(norms, starts)
 
 
 def _between_norms(
@@ -214,7 +219,7 @@ def _with_layer_before(bounds: list[tuple[int, int]], norms: np.ndarray, median:
     prologue): the stretch before the first layer that opens with a norm (positions `norms`) and holds as many as
     the layers mostly do (two or more: the token mixer's and the channel mixer's), at least a quarter of a `median`
     layer long, with kernels of the prologue left before it."""
-    held = Counter(int(((norms >= a) & (norms < b)).sum()) for a, b in bounds).most_common(1)[0][0]
+    held = int(np.bincount(_norms_in(bounds, norms)).argmax())
     before = norms[norms < bounds[0][0]]
     if held < 2 or len(before) < held or before[-held] == 0 or 4 * (bounds[0][0] - before[-held]) < median:
         return bounds
@@ -235,31 +240,29 @@ def _from_first_norm(first: tuple[int, int], norms: np.ndarray, median: int) -> 
 def with_edge_copies(codes: np.ndarray, fit: PeriodFit | None) -> PeriodFit | None:
     """The fit with the layers that lie right before its first layer or right after its last and repeat a found
     layer kernel for kernel: a layer of a kind the unit holds fewer times (the full-attention layer that closes a
-    pass of three sliding ones to one full one) is left out at the edge when the pass ends inside a unit."""
+    pass of three sliding ones to one full one) is left out at the edge when the pass ends inside a unit. Before
+    the first layer, the copies are looked for the same way in the reversed sequence."""
     if fit is None or not fit.layers:
         return fit
-    spans = _bounds(fit.layers)
-    copies = sorted({codes[a:b].tobytes() for a, b in spans}, key=len, reverse=True)
-    before, after = _copies_from(codes, spans[0][0], copies, -1), _copies_from(codes, spans[-1][1], copies, 1)
+    spans, n = _bounds(fit.layers), len(codes)
+    layers = [codes[a:b] for a, b in spans]
+    after = _copies_after(codes, spans[-1][1], layers)
+    reversed_before = _copies_after(codes[::-1], n - spans[0][0], [layer[::-1] for layer in layers])
+    before = [(n - b, n - a) for a, b in reversed(reversed_before)]
     if not before and not after:
         return fit
     return _fit_of(dense(np.ascontiguousarray(codes, dtype=np.int64)), [*before, *spans, *after])
 
 
-def _copies_from(codes: np.ndarray, at: int, copies: list[bytes], direction: int) -> list[tuple[int, int]]:
-    """The layers that repeat one of `copies` (kernels as bytes, longest first) back to back from `at`, forward
-    (direction 1) or backward (-1), in order."""
+def _copies_after(codes: np.ndarray, at: int, layers: list[np.ndarray]) -> list[tuple[int, int]]:
+    """The spans from `at` on that repeat one of `layers` back to back (the longest that fits, each time)."""
+    codes = np.ascontiguousarray(codes)
+    copies = {np.ascontiguousarray(layer).tobytes() for layer in layers}
     found: list[tuple[int, int]] = []
-    while True:
-        for copy in copies:
-            length = len(copy) // codes.itemsize
-            lo, hi = (at, at + length) if direction > 0 else (at - length, at)
-            if lo >= 0 and hi <= len(codes) and codes[lo:hi].tobytes() == copy:
-                found.append((lo, hi))
-                at = hi if direction > 0 else lo
-                break
-        else:
-            return found if direction > 0 else found[::-1]
+    while length := _longest_copy(codes, at, copies, 0):
+        found.append((at, at + length))
+        at += length
+    return found
 
 
 def graph_openings(numbers: np.ndarray) -> np.ndarray:

@@ -298,8 +298,7 @@ def kernel_families(names: dict[int, str]) -> dict[int, int]:
 
 
 def codes_named(names: dict[int, str], pattern: re.Pattern[str]) -> set[int]:
-    """Codes of the kernels whose name `pattern` finds: NORM_NAME (layer_norm, rms_norm, RMSNorm; not `normal`, a
-    random number generator's), CAST_NAME (a dtype conversion)."""
+    """Codes of the kernels whose name `pattern` finds (NORM_NAME, CAST_NAME, ...)."""
     return {code for code, name in names.items() if pattern.search(name)}
 
 
@@ -562,17 +561,15 @@ def _against_hint(con: duckdb.DuckDBPyConnection, run_id: int, options: SegmentO
     counts = con.execute("SELECT count(*) FROM layers WHERE run_id = ? GROUP BY rank, step", [run_id]).fetchall()
     off = sorted({n for (n,) in counts if n % options.layers})
     expected = f"{options.layers} layers per forward pass expected ({options.layers_from})"
+    glued = _passes_back_to_back(con, run_id, options.layers) if counts and not off else 0
+    if glued:
+        return [
+            f"{expected}, but {glued} step(s) hold several passes' layers back to back, with nothing between the "
+            "passes: the glue between forward passes (LM head, sampling, embedding) is inside a layer there, so "
+            "those steps are likely several steps (annotate the steps, or check the count)"
+        ]
     if counts and not off:
-        glued = _passes_back_to_back(con, run_id, options.layers)
-        return (
-            [
-                f"{expected}, but {glued} step(s) hold several passes' layers back to back, with nothing between the "
-                "passes: the glue between forward passes (LM head, sampling, embedding) is inside a layer there, so "
-                "those steps are likely several steps (annotate the steps, or check the count)"
-            ]
-            if glued
-            else []
-        )
+        return []
     found = ", ".join(map(str, off)) if counts else "none"
     return [
         f"{expected}, but steps hold {found}: the layer boundaries could not be made to agree (annotate the layers "
