@@ -83,6 +83,16 @@ def test_a_layer_holding_two_layers_is_doubted_and_one_layer_is_not() -> None:
     assert not period.holds_repeat(codes(DENSE_LAYER))
 
 
+def test_a_layer_that_is_another_and_a_block_beside_it_is_doubted() -> None:
+    """Zamba's shared attention block before some Mamba layers: one kind of found layer is another kind whole plus
+    a block; a dense and a MoE layer share their attention half only, and are not doubted."""
+    shared = [*N, 50, 51, 52, 53, *R]
+    assert period.extends_another([codes(DENSE_LAYER), codes(shared, DENSE_LAYER)])
+    assert period.extends_another([codes(DENSE_LAYER, shared), codes(DENSE_LAYER)])
+    assert not period.extends_another([codes(DENSE_LAYER), codes(MOE_LAYER)])
+    assert not period.extends_another([codes(DENSE_LAYER), codes(DENSE_LAYER, [60, 61])])  # a few kernels more
+
+
 def test_the_layer_count_comes_from_a_model_config(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text(json.dumps({"text_config": {"num_hidden_layers": 61}}))
     assert layers_from_config(tmp_path / "config.json") == 61

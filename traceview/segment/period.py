@@ -57,6 +57,8 @@ MIN_BLOCK = 8  # the fewest kernels of a layer repeated at the start of a unit o
 EXTENSION_REACH = 2  # phases after the leftmost extension tried beside the latest ones (_phases)
 MIXERS_SHARE = 0.75  # of the layers' kernels the layers found from their mixers explain (not a loop inside them)
 NORM_SHARE = 0.75  # of the layers whose nearest norm kernel is at one offset from their start, to move them there
+EXTENDED_MIN = 8  # the fewest kernels of a layer kind that extends_another looks for inside longer kinds
+EXTENDED_BY = 4  # kernels before or after it that make a longer kind another kind extended
 GRAPH_REACH = 3  # kernels between a found layer's start and its compiled graph's first kernel (Inductor's reorder)
 
 
@@ -530,6 +532,25 @@ def holds_repeat(layer: np.ndarray) -> bool:
     for j in range(length // 4, 3 * length // 4 + 1):
         if _run(layer[: length - j] == layer[j:]) >= need or _run(layer[:j][::-1] == layer[::-1][:j]) >= need:
             return True
+    return False
+
+
+def extends_another(layers: Sequence[np.ndarray]) -> bool:
+    """Whether one kind of found layer is another kind found whole plus a block of EXTENDED_BY kernels or more
+    before or after it: that block is a layer of its own, or part of the layer beside it, placed by a guess (a
+    shared attention block before a Mamba layer, a scan step, a pass's last layer holding the final norm). Layers of
+    different kinds share a part (their attention or their MLP), never the whole of one of them."""
+    kinds = {np.asarray(layer).tobytes(): len(layer) for layer in layers if len(layer) >= EXTENDED_MIN}
+    by_length: dict[int, set[bytes]] = {}
+    for kind, length in kinds.items():
+        by_length.setdefault(length, set()).add(kind)
+    step = np.dtype(np.int64).itemsize
+    for kind, length in kinds.items():
+        for shorter, same_length in by_length.items():
+            if shorter <= length - EXTENDED_BY and (
+                kind[: shorter * step] in same_length or kind[(length - shorter) * step :] in same_length
+            ):
+                return True
     return False
 
 

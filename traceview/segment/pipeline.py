@@ -687,10 +687,11 @@ def _outside_steps(con: duckdb.DuckDBPyConnection, run_id: int, count: int) -> s
 
 
 def _structure_doubts(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """Inferred layers that look like more than one layer (`period.holds_repeat`), and steps whose kernels before
-    their first layer or after their last are half a layer's or more and nearly all of kinds the layers run, or whose
-    kernels before the first layer are a layer's or more and the layer-long stretch just before it at least half of
-    such kinds (NEAR_EDGE_SHARE: a layer of another kind left out, beside the embedding's kernels)."""
+    """Inferred layers that look like more than one layer (`period.holds_repeat`) or like another layer and a block
+    beside it (`period.extends_another`), and steps whose kernels before their first layer or after their last are
+    half a layer's or more and nearly all of kinds the layers run, or whose kernels before the first layer are a
+    layer's or more and the layer-long stretch just before it at least half of such kinds (NEAR_EDGE_SHARE: a layer
+    of another kind left out, beside the embedding's kernels)."""
     layers = con.execute(
         """
         SELECT DISTINCT list(k.code ORDER BY k.start_ns, k.activity_id)
@@ -703,6 +704,12 @@ def _structure_doubts(con: duckdb.DuckDBPyConnection) -> list[str]:
         doubts.append(
             "some inferred layers hold a block that opens or closes them twice: they may be two layers each "
             "(give --layers N, or annotate the layers with traceview.capture)"
+        )
+    if period.extends_another([np.asarray(codes, dtype=np.int64) for (codes,) in layers]):
+        doubts.append(
+            "some inferred layers are other inferred layers with a block of kernels before or after them: that "
+            "block may be a layer of its own or part of the next layer (give --layers N, or annotate the layers "
+            "with traceview.capture)"
         )
     edges = con.execute(
         """
