@@ -26,6 +26,7 @@ SQUARE_NAME = re.compile(r"pow_tensor_scalar")  # an eager RMSNorm's x.pow(2), w
 MEAN_NAME = re.compile(r"MeanOps")  # the mean reduce of that variance
 ADD_NAME = re.compile(r"CUDAFunctor_add<")  # an eager residual add (ATen's elementwise add)
 COVERAGE_TO_TRUST = 0.5  # share of a step's kernels a method must place for auto to choose it
+FAR_EDGE_LAYERS = 6  # kernels before the first layer or after the last, in layers, that no prologue or epilogue is
 NEAR_EDGE_SHARE = 0.5  # of the layer-long stretch before the first layer that layers run, for a layer left out there
 LOW_CONFIDENCE = 0.8  # an inferred layer instance matching its unit less than this is reported
 
@@ -731,16 +732,24 @@ def _structure_doubts(con: duckdb.DuckDBPyConnection) -> list[str]:
                    avg(known) FILTER (away <= (SELECT n FROM typical)) AS near_share
             FROM edge GROUP BY ALL
         )
-        SELECT count(*) FROM outside, typical
-        WHERE (outside.n >= 0.5 * typical.n AND known_share >= $share)
-           OR (before AND outside.n >= typical.n AND near_share >= $near)
+        SELECT count(DISTINCT (rank, step)) FILTER ((outside.n >= 0.5 * typical.n AND known_share >= $share)
+                                                     OR (before AND outside.n >= typical.n AND near_share >= $near)),
+               count(DISTINCT (rank, step)) FILTER (outside.n >= $far * typical.n)
+        FROM outside, typical
         """,
-        {"share": period.ACCEPT_EDGE, "near": NEAR_EDGE_SHARE},
-    ).fetchall()[0][0]
-    if edges:
+        {"share": period.ACCEPT_EDGE, "near": NEAR_EDGE_SHARE, "far": FAR_EDGE_LAYERS},
+    ).fetchall()[0]
+    left_out, far = edges
+    if left_out:
         doubts.append(
-            f"in {edges} step(s) the kernels before the first layer or after the last are as many as a layer's and "
-            "run much of what layers run: a layer may be left out there (give --layers N)"
+            f"in {left_out} step(s) the kernels before the first layer or after the last are as many as a layer's "
+            "and run much of what layers run: a layer may be left out there (give --layers N)"
+        )
+    if far:
+        doubts.append(
+            f"in {far} step(s) the kernels before the first layer or after the last are {FAR_EDGE_LAYERS} layers' "
+            "worth or more: the layers found are likely a loop inside a layer (a per-token scan), not layers (give "
+            "--layers N, or annotate the layers with traceview.capture)"
         )
     return doubts
 
