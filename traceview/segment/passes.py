@@ -112,11 +112,15 @@ def _glue_holds_the_end(codes: np.ndarray, runs: list[tuple[int, int]], replay: 
     """Whether the stretches between the runs can be the glue between forward passes, which holds what the trace
     opens with (the embedding, or the previous pass's sampling) or what it ends with (the LM head): every stretch
     holds the trace's first or last kernel. A stretch with neither is part of one pass: a layer of another kind (a
-    prefill's full-attention layer between runs of sliding ones). Runs of CUDA graph replays, and those of a trace
-    that ends inside a run, are taken as they are."""
+    prefill's full-attention layer between runs of sliding ones). Of the two ends, those the runs never run are the
+    evidence (a copy kernel that ends the trace and runs in every layer is in every stretch of a pass too); both,
+    when the runs run both. Runs of CUDA graph replays, and those of a trace that ends inside a run, are taken as they
+    are."""
     if runs[-1][1] >= len(codes) or (replay[[a for a, _ in runs]] >= 0).any():
         return True
     ends = np.array([codes[0], codes[-1]])
+    own = ends[~np.isin(ends, np.concatenate([codes[a:b] for a, b in runs]))]
+    ends = own if len(own) else ends
     return all(np.isin(ends, codes[a:b]).any() for (_, a), (b, _) in itertools.pairwise(runs))
 
 
