@@ -93,6 +93,21 @@ def test_a_layer_that_is_another_and_a_block_beside_it_is_doubted() -> None:
     assert not period.extends_another([codes(DENSE_LAYER), codes(DENSE_LAYER, [60, 61])])  # a few kernels more
 
 
+@pytest.mark.parametrize(("block", "is_layer"), [(LINEAR + MLP, True), ([*N, 50, 51, 52, 53, 54, 55, 70], False)])
+def test_a_layer_like_stretch_between_found_layers_is_a_layer(block: list[int], is_layer: bool) -> None:
+    """AFMoE's prefill: three sliding-window layers, then a full-attention one the unit's period steps over. A
+    stretch that opens and closes like the layers (norm, residual add) is a layer; one that closes otherwise (a
+    shared block whose output feeds the next layer's input) is not."""
+    sequence = codes(PROLOGUE, *([DENSE_LAYER] * 3 + [block]) * 3, EPILOGUE)
+    starts = [len(PROLOGUE) + unit * (3 * len(DENSE_LAYER) + len(block)) + i * len(DENSE_LAYER)
+              for unit in range(3) for i in range(3)]  # fmt: skip
+    spans = [(a, a + len(DENSE_LAYER)) for a in starts]
+    fit = period.PeriodFit(tuple(period.LayerSpan(a, b, 1.0) for a, b in spans), len(DENSE_LAYER), 0.8, 1.0)
+    found = lengths(period.with_gaps_as_layers(sequence, fit))
+    layers_between = [len(block)] if is_layer else []
+    assert found == ([len(DENSE_LAYER)] * 3 + layers_between) * 2 + [len(DENSE_LAYER)] * 3
+
+
 def test_the_layer_count_comes_from_a_model_config(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text(json.dumps({"text_config": {"num_hidden_layers": 61}}))
     assert layers_from_config(tmp_path / "config.json") == 61

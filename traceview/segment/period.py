@@ -256,6 +256,31 @@ def with_edge_copies(codes: np.ndarray, fit: PeriodFit | None) -> PeriodFit | No
     return _fit_of(dense(np.ascontiguousarray(codes, dtype=np.int64)), [*before, *spans, *after])
 
 
+def with_gaps_as_layers(codes: np.ndarray, fit: PeriodFit | None) -> PeriodFit | None:
+    """The fit with each stretch between two found layers that is layer-like taken as a layer: a layer of a kind
+    the unit holds once (the full-attention layer after three sliding ones), which the unit's period steps over.
+    A stretch is layer-like when it is half a median layer or longer and opens and closes with the kernels most
+    layers open and close with (their input norm, their residual add); a block that is only part of a layer (a
+    shared attention block that feeds the layer's own input) closes otherwise."""
+    if fit is None or len(fit.layers) < 3:
+        return fit
+    spans = _bounds(fit.layers)
+    median = int(np.median([b - a for a, b in spans]))
+    opening = _most_common([codes[a] for a, _ in spans])
+    closing = _most_common([codes[b - 1] for _, b in spans])
+    gaps = [
+        (a, b)
+        for (_, a), (b, _) in itertools.pairwise(spans)
+        if 2 * (b - a) >= median and codes[a] == opening and codes[b - 1] == closing
+    ]
+    return _fit_of(dense(np.ascontiguousarray(codes, dtype=np.int64)), sorted(spans + gaps)) if gaps else fit
+
+
+def _most_common(values: list) -> int:
+    kinds, counts = np.unique(np.asarray(values), return_counts=True)
+    return int(kinds[np.argmax(counts)])
+
+
 def _copies_after(codes: np.ndarray, at: int, layers: list[np.ndarray]) -> list[tuple[int, int]]:
     """The spans from `at` on that repeat one of `layers` back to back (the longest that fits, each time)."""
     codes = np.ascontiguousarray(codes)
