@@ -351,3 +351,17 @@ def test_layers_of_one_norm_each_are_the_stretches_between_norms() -> None:
     found = period.PeriodFit(tuple(period.LayerSpan(a, b, 1.0) for a, b in off), 8, 0.9, 1.0)
     fit = period.at_norms(codes, found, codes == norm)
     assert fit is not None and [(s.start, s.end) for s in fit.layers] == truth
+
+
+def test_pre_norm_layers_found_half_a_layer_late_are_between_every_second_norm() -> None:
+    """Gemma 2's prefill: pre-norm layers (two norms each) found about half a layer late, the last one reaching the
+    step's end; moving them to their nearest norm (their channel mixer's) would not end before the final norm: the
+    layers are the stretches between every second norm, counted back from the final norm."""
+    norm, add = 1, 2
+    layer = [norm, 3, 4, 5, 6, 7, 8, add, norm, 9, 10, 11, 12, 13, add]
+    codes = np.array([20, 21, 22, *layer * 5, norm, 23], dtype=np.int64)
+    truth = [(3 + 15 * i, 18 + 15 * i) for i in range(5)]
+    late = [(a + 5, min(b + 5, len(codes))) for a, b in truth]
+    found = period.PeriodFit(tuple(period.LayerSpan(a, b, 1.0) for a, b in late), 15, 0.9, 1.0)
+    fit = period.at_norms(codes, found, codes == norm)
+    assert fit is not None and [(s.start, s.end) for s in fit.layers] == truth

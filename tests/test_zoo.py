@@ -25,9 +25,6 @@ ZOO = ROOT / "sample_traces" / "zoo"
 MISSES = {  # run -> why traceview misses it (a strict expected failure), each warned (test below)
     "gptj_default_decode": "known limit: GPT-J's prologue is half a layer (25 of 50 kernels), so a phase half a layer "
     "off covers more of each pass; the three decode passes are found as three layers of one step",
-    "gemma2_default_prefill": "known limit: sliding and full attention alternate (layers of 67 and 62 kernels); the "
-    "one forward pass is cut into 8 'passes' of two half layers each, since every stretch between them holds a copy "
-    "kernel that also ends the trace, so the glue check takes them for passes",
     "recurrent_gemma_default_prefill": "known limit: the recurrent layers' per-token scan (6 kernels a token) repeats "
     "more than any layer, so the scan steps are found as 64 'layers' of each of 6 'passes'; warned: the kernels "
     "beside them are many layers' worth",

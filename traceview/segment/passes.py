@@ -114,12 +114,15 @@ def _glue_holds_the_end(codes: np.ndarray, runs: list[tuple[int, int]], replay: 
     holds the trace's first or last kernel. A stretch with neither is part of one pass: a layer of another kind (a
     prefill's full-attention layer between runs of sliding ones). Of the two ends, those the runs never run are the
     evidence (a copy kernel that ends the trace and runs in every layer is in every stretch of a pass too); both,
-    when the runs run both. Runs of CUDA graph replays, and those of a trace that ends inside a run, are taken as they
-    are."""
-    if runs[-1][1] >= len(codes) or (replay[[a for a, _ in runs]] >= 0).any():
+    when the runs run both. A trace that ends inside a run has no epilogue: its first kernel alone is the evidence,
+    and its runs are taken as they are when the runs run that kernel too. So are runs of CUDA graph replays."""
+    if (replay[[a for a, _ in runs]] >= 0).any():
         return True
-    ends = np.array([codes[0], codes[-1]])
+    ended_inside = runs[-1][1] >= len(codes)  # the trace ends inside a pass: its last kernel is a layer's
+    ends = np.array([codes[0]] if ended_inside else [codes[0], codes[-1]])
     own = ends[~np.isin(ends, np.concatenate([codes[a:b] for a, b in runs]))]
+    if not len(own) and ended_inside:
+        return True
     ends = own if len(own) else ends
     return all(np.isin(ends, codes[a:b]).any() for (_, a), (b, _) in itertools.pairwise(runs))
 

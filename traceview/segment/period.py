@@ -56,6 +56,7 @@ SPLIT_ALIKE = 0.75  # multiset similarity of the parts of a unit that holds seve
 MIN_BLOCK = 8  # the fewest kernels of a layer repeated at the start of a unit of several layers
 EXTENSION_REACH = 2  # phases after the leftmost extension tried beside the latest ones (_phases)
 MIXERS_SHARE = 0.75  # of the layers' kernels the layers found from their mixers explain (not a loop inside them)
+NEAR_NORM = 2  # kernels from the first found layer's start to a norm that make it open with that norm (a cast)
 NORM_SHARE = 0.75  # of the layers whose nearest norm kernel is at one offset from their start, to move them there
 EXTENDED_MIN = 8  # the fewest kernels of a layer kind that extends_another looks for inside longer kinds
 EXTENDED_BY = 4  # kernels before or after it that make a longer kind another kind extended
@@ -152,7 +153,10 @@ def at_norms(codes: np.ndarray, fit: PeriodFit | None, norms: np.ndarray | None)
     a layer (the add of the position embedding, the same kernel as the residual add) or its epilogue opens like one:
     the found layers then open a few kernels off the norm. When most layers (NORM_SHARE) have their nearest norm at
     the same offset from their start, less than half a layer away, they move by that offset (`_moved_to_norms`), and
-    a first layer found starting late opens at its own norm (`_from_first_norm`). The answer must be a pre-norm
+    a first layer found starting late opens at its own norm (`_from_first_norm`). Layers of one norm each found out
+    of phase, and pre-norm layers found so far out of phase that their nearest norm is their channel mixer's (the
+    first found layer opens far from every norm), are the stretches between every k-th norm, k the norms a found
+    layer mostly holds (`_between_norms`). The answer must be a pre-norm
     stack: its first layer opens with a norm and a norm follows its last (the final norm). In a post-norm stack each
     layer ends with its norm and the first opens with none before it: its layers stay as found."""
     if fit is None or norms is None or not norms.any() or not fit.layers:
@@ -160,16 +164,26 @@ def at_norms(codes: np.ndarray, fit: PeriodFit | None, norms: np.ndarray | None)
     found = [(s.start, s.end) for s in fit.layers]
     median = int(np.median([b - a for a, b in found]))
     at = np.flatnonzero(norms)
-    one_each = bool((_norms_in(found, at) == 1).all())
-    bounds = _between_norms(found, at, median, len(codes)) if one_each else _moved_to_norms(found, norms, median)
-    if bounds is None:
-        return fit
-    bounds[0] = _from_first_norm(bounds[0], at, median)
-    bounds = _with_layer_before(bounds, at, median)
-    first, end = bounds[0][0], bounds[-1][1]
-    if bounds == found or not norms[first] or end >= len(codes) or not norms[end]:
-        return fit
-    return _fit_of(dense(np.ascontiguousarray(codes, dtype=np.int64)), bounds)
+    held = _norms_in(found, at)
+    every = int(np.bincount(held).argmax())
+    candidates = [_between_norms(found, at, median, len(codes)) if (held == 1).all() else None]
+    candidates += [_moved_to_norms(found, norms, median)]
+    starts = np.array([a for a, _ in found])
+    post_norm = norms[np.maximum(starts - 1, 0)].mean() >= NORM_SHARE  # each layer closes with its norm
+    first_far = _distance_to(at, starts[:1])[0] > NEAR_NORM  # a pre-norm stack's first layer opens with its norm
+    if (held == every).mean() >= NORM_SHARE and first_far and not post_norm:  # found out of phase
+        candidates += [_between_norms(found, at, median, len(codes), every)]
+    for bounds in candidates:
+        if bounds is None:
+            continue
+        bounds[0] = _from_first_norm(bounds[0], at, median)
+        bounds = _with_layer_before(bounds, at, median)
+        first, end = bounds[0][0], bounds[-1][1]
+        if bounds == found:
+            return fit
+        if norms[first] and end < len(codes) and norms[end]:
+            return _fit_of(dense(np.ascontiguousarray(codes, dtype=np.int64)), bounds)
+    return fit
 
 
 def _norms_in(spans: list[tuple[int, int]], norms: np.ndarray) -> np.ndarray:
@@ -179,14 +193,18 @@ def _norms_in(spans: list[tuple[int, int]], norms: np.ndarray) -> np.ndarray:
 
 
 def _between_norms(
-    found: list[tuple[int, int]], norms: np.ndarray, median: int, length: int
+    found: list[tuple[int, int]], norms: np.ndarray, median: int, length: int, every: int = 1
 ) -> list[tuple[int, int]] | None:
-    """Layers that hold one norm each (a parallel block: attention and MLP behind one norm, as in GPT-J, Falcon,
-    Cohere): the stretches between consecutive norms (positions `norms`) from the first within half a layer of the
-    first found layer to the step's last norm, the final norm, which less than half a layer follows (the LM head);
-    None when that leaves fewer than two layers or the last norm is a layer's (a step of `length` kernels)."""
+    """Layers that hold `every` norms each, found out of phase: the stretches between every `every`-th norm
+    (positions `norms`), counted back from the step's last norm, the final norm, which less than half a layer
+    follows (the LM head), to the first within half a layer of the first found layer; None when that leaves fewer
+    than two layers or the last norm is a layer's (a step of `length` kernels). One norm each: a parallel block
+    (attention and MLP behind one norm: GPT-J, Falcon, Cohere); two: a pre-norm layer found half a layer late."""
     taken = norms[norms >= found[0][0] - median // 2]
-    if len(taken) <= 2 or 2 * (length - taken[-1]) >= median:
+    if every < 1 or len(taken) <= 2 or 2 * (length - taken[-1]) >= median:
+        return None
+    taken = taken[(len(taken) - 1) % every :: every]
+    if len(taken) <= 2:
         return None
     return [(int(a), int(b)) for a, b in itertools.pairwise(taken)]
 
