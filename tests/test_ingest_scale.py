@@ -72,6 +72,14 @@ def test_parallel_load_of_rank_files_gives_the_same_rows(generated: Path, tmp_pa
     assert _rows(serial) == _rows(parallel)
 
 
+def test_one_thread_gives_the_rows_of_one_per_core(generated: Path, tmp_path: Path) -> None:
+    """--threads: DuckDB's thread count changes how fast, not what is written."""
+    default, one = tmp_path / "default.db", tmp_path / "one.db"
+    traceview.ingest([generated], default)
+    traceview.ingest([generated], one, IngestOptions(threads=1))
+    assert _rows(default) == _rows(one)
+
+
 def test_parallel_load_reports_a_bad_file_as_a_serial_one_does(generated: Path, tmp_path: Path) -> None:
     bad = tmp_path / "ranks"
     bad.mkdir()

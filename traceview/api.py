@@ -143,7 +143,7 @@ def _ingest_once(
 ) -> RunSummary:
     label = checked_label(options.label) if options.label else default_label(source, options)
     readable = (*source.files, *([dataset.root] if dataset else []))
-    with db.write_session(database, _memory_cap(options, source), readable) as con:
+    with db.write_session(database, _memory_cap(options, source), readable, options.threads) as con:
         taken = labelled_run(con, label)
         if taken and not options.replace and taken[1] == source.sha256:
             sqllib.install(con)  # the session dropped the stored views and macros

@@ -111,6 +111,10 @@ def ingest(
     ] = None,
     steps: Annotated[str | None, typer.Option(help="Keep only these steps (ProfilerStep#N: N), e.g. 3-5,8.")] = None,
     jobs: Annotated[int, typer.Option(help="Processes loading the per-rank files of a run at once.", min=1)] = 1,
+    threads: Annotated[
+        int | None,
+        typer.Option(help="DuckDB's threads, shared out among --jobs workers (default: one per core).", min=1),
+    ] = None,
     memory_limit: Annotated[
         str,
         typer.Option(help="DuckDB's memory cap: auto (about the trace's size), none, or a size like 8GB."),
@@ -148,6 +152,7 @@ def ingest(
             time_window=parse_time_window(time_window) if time_window else None,
             steps=parse_steps(steps) if steps else (),
             jobs=jobs,
+            threads=threads,
             memory_limit=parse_memory_limit(memory_limit),
             keep_host=keep_host,
             max_expansion=parse_max_expansion(max_expansion),

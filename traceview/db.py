@@ -369,7 +369,7 @@ def create_schema(con: duckdb.DuckDBPyConnection) -> None:
 
 @contextlib.contextmanager
 def write_session(
-    path: str | Path, memory_limit: int | None = None, readable: Sequence[Path] = ()
+    path: str | Path, memory_limit: int | None = None, readable: Sequence[Path] = (), threads: int | None = None
 ) -> Iterator[duckdb.DuckDBPyConnection]:
     """A connection whose changes all land, or none do.
 
@@ -380,13 +380,17 @@ def write_session(
     _drop_stored_code): the caller installs the SQL library again (sqllib.install).
     DuckDB may read `readable` (the traces) and the system's temporary directory (ingest's scratch directories:
     pipes, copies, part databases). With `memory_limit` (bytes; see memory_budget), DuckDB's memory is capped;
-    it spills beyond the cap to a temporary directory that outlives the connection.
+    it spills beyond the cap to a temporary directory that outlives the connection. DuckDB runs `threads` threads
+    (default: one per core, ingest_access).
     """
     if memory_limit is None:
-        with _write_session(Path(path), ingest_access(readable)) as con:
+        with _write_session(Path(path), ingest_access(readable, threads=threads)) as con:
             yield con
         return
-    with scratch_directory("spill") as spill, _write_session(Path(path), ingest_access(readable, spill)) as con:
+    with (
+        scratch_directory("spill") as spill,
+        _write_session(Path(path), ingest_access(readable, spill, threads)) as con,
+    ):
         con.execute(f"SET memory_limit = '{int(memory_limit)}B'")  # after the schema: it may be too small even for that
         yield con
 

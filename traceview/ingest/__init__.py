@@ -202,6 +202,8 @@ class IngestOptions:
     steps: tuple[int, ...] = ()
     # Processes loading the files of a multi-file (per-rank) Kineto run (--jobs); 1 loads them in turn.
     jobs: int = 1
+    # DuckDB's threads (--threads; with --jobs, shared out among the workers); None: one per core.
+    threads: int | None = None
     # DuckDB's memory cap in bytes (--memory-limit): None, about the trace's size (db.memory_budget); 0, none.
     memory_limit: int | None = None
     # Store each rank's host name (--keep-host). Off by default: a host name identifies the machine and its owner.

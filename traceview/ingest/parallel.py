@@ -82,7 +82,7 @@ def load_files(con: duckdb.DuckDBPyConnection, source: Source, run_id: int, opti
     budget = _budget(options, source, min(options.jobs, len(parts)) * per_worker)
     cores = usable_cores()
     jobs = worker_count(options.jobs, len(parts), per_worker, budget, cores)
-    threads = max(1, cores // jobs)  # DuckDB threads per worker: the cores, shared out
+    threads = max(1, (options.threads or cores) // jobs)  # DuckDB threads per worker: the cores (or --threads), shared
     worker_options = dataclasses.replace(
         options, progress=None, jobs=1, memory_limit=max(MIN_WORKER_CAP, budget // jobs - WORKER_BASE)
     )
