@@ -292,7 +292,8 @@ def test_a_norm_after_a_cast_only_once_opens_at_itself() -> None:
     assert np.flatnonzero(period.norm_openings(codes, norms, casts)).tolist() == np.flatnonzero(norms).tolist()
 
 
-def test_a_layer_at_the_edge_that_repeats_a_found_one_is_a_layer() -> None:
+@pytest.mark.parametrize("graphs", [False, True])
+def test_a_layer_at_the_edge_that_repeats_a_found_one_is_a_layer(graphs: bool) -> None:
     """Three sliding-attention layers to one full (OLMo 3): the pass ends with a full layer, left out when the unit's
     phase puts it after the last whole unit; a layer right before the first or after the last that repeats a found
     layer kernel for kernel is a layer. The prologue and the epilogue, which repeat none, stay outside."""
@@ -301,9 +302,10 @@ def test_a_layer_at_the_edge_that_repeats_a_found_one_is_a_layer() -> None:
     codes = np.array([10, 11, *[k for layer in layers for k in layer], 12, 13], dtype=np.int64)
     starts = np.cumsum([2, *[len(layer) for layer in layers]]).tolist()
     truth = list(itertools.pairwise(starts))
-    found = period.PeriodFit(tuple(period.LayerSpan(a, b, 1.0) for a, b in truth[1:-1]), 5, 0.9, 1.0)
+    found = period.PeriodFit(tuple(period.LayerSpan(a, b, 1.0) for a, b in truth[1:-1]), 5, 0.9, 1.0, graphs=graphs)
     fit = period.with_edge_copies(codes, found)
     assert fit is not None and [(s.start, s.end) for s in fit.layers] == truth
+    assert fit.graphs == graphs  # layers compiled one by one (Qwen2-MoE's first call: its first dense layer's graph)
 
 
 def test_a_dense_layer_before_the_first_found_is_a_layer() -> None:

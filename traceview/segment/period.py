@@ -271,7 +271,8 @@ def with_edge_copies(codes: np.ndarray, fit: PeriodFit | None) -> PeriodFit | No
     before = [(n - b, n - a) for a, b in reversed(reversed_before)]
     if not before and not after:
         return fit
-    return _fit_of(dense(np.ascontiguousarray(codes, dtype=np.int64)), [*before, *spans, *after])
+    found = _fit_of(dense(np.ascontiguousarray(codes, dtype=np.int64)), [*before, *spans, *after])
+    return dataclasses.replace(found, graphs=fit.graphs)
 
 
 def with_gaps_as_layers(codes: np.ndarray, fit: PeriodFit | None) -> PeriodFit | None:

@@ -366,11 +366,8 @@ def _solve_steps(
             codes[lo:hi], families=family_ids[lo:hi], expected=expected, opens=opens, graphs=graphs
         )
         fit = fit if fit is None or fit.graphs else period.at_norms(codes[lo:hi], fit, norms.openings(codes[lo:hi]))
-        fit = (
-            fit
-            if fit is None or fit.graphs
-            else period.with_edge_copies(codes[lo:hi], period.with_gaps_as_layers(codes[lo:hi], fit))
-        )
+        fit = fit if fit is None or fit.graphs else period.with_gaps_as_layers(codes[lo:hi], fit)
+        fit = period.with_edge_copies(codes[lo:hi], fit)
         return period.verify_pass(codes[lo:hi], fit, spec.MIN_VERIFY_LAYERS) if verify[lo] else fit
 
     cache: dict[bytes, period.PeriodFit | None] = {}
