@@ -172,9 +172,11 @@ def test_a_statement_that_cannot_spill_under_the_automatic_cap_is_run_again_with
     caps: list[int | None] = []
     session = traceview.db.write_session
 
-    def recording(path: Path, memory_limit: int | None = None, readable: tuple[Path, ...] = ()) -> object:
+    def recording(
+        path: Path, memory_limit: int | None = None, readable: tuple[Path, ...] = (), threads: int | None = None
+    ) -> object:
         caps.append(memory_limit)
-        return session(path, memory_limit, readable)
+        return session(path, memory_limit, readable, threads)
 
     monkeypatch.setattr(traceview.db, "memory_budget", lambda data_bytes: 1 << 20)  # 1 MiB: nothing fits
     monkeypatch.setattr(traceview.db, "write_session", recording)
