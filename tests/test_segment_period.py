@@ -367,3 +367,17 @@ def test_pre_norm_layers_found_half_a_layer_late_are_between_every_second_norm()
     found = period.PeriodFit(tuple(period.LayerSpan(a, b, 1.0) for a, b in late), 15, 0.9, 1.0)
     fit = period.at_norms(codes, found, codes == norm)
     assert fit is not None and [(s.start, s.end) for s in fit.layers] == truth
+
+
+def test_post_norm_layers_found_out_of_phase_are_not_moved_to_every_second_norm() -> None:
+    """OpenAI GPT: post-norm layers (attention, add, norm, MLP, add, norm) have no final norm, so the norms are two a
+    layer and no more: the stretches between every second norm would open each layer with the last one's closing
+    norm; the layers stay as found."""
+    norm, add = 1, 2
+    layer = [3, 4, 5, 6, 7, add, norm, 8, 9, 10, 11, 12, add, norm]
+    codes = np.array([20, 21, 22, *layer * 5, 23], dtype=np.int64)
+    truth = [(3 + 14 * i, 17 + 14 * i) for i in range(5)]
+    late = [(a + 9, min(b + 9, len(codes))) for a, b in truth]
+    found = period.PeriodFit(tuple(period.LayerSpan(a, b, 1.0) for a, b in late), 14, 0.9, 1.0)
+    fit = period.at_norms(codes, found, codes == norm)
+    assert fit is found

@@ -196,14 +196,15 @@ def _between_norms(
     found: list[tuple[int, int]], norms: np.ndarray, median: int, length: int, every: int = 1
 ) -> list[tuple[int, int]] | None:
     """Layers that hold `every` norms each, found out of phase: the stretches between every `every`-th norm
-    (positions `norms`), counted back from the step's last norm, the final norm, which less than half a layer
-    follows (the LM head), to the first within half a layer of the first found layer; None when that leaves fewer
-    than two layers or the last norm is a layer's (a step of `length` kernels). One norm each: a parallel block
-    (attention and MLP behind one norm: GPT-J, Falcon, Cohere); two: a pre-norm layer found half a layer late."""
+    (positions `norms`) from the first within half a layer of the first found layer to the step's last norm, the
+    final norm, which less than half a layer follows (the LM head); None when that leaves fewer than two layers, the
+    last norm is a layer's (a step of `length` kernels), or the norms are not `every` a layer and the final one. One
+    norm each: a parallel block (attention and MLP behind one norm: GPT-J, Falcon, Cohere); two: a pre-norm layer
+    found half a layer late."""
     taken = norms[norms >= found[0][0] - median // 2]
-    if every < 1 or len(taken) <= 2 or 2 * (length - taken[-1]) >= median:
-        return None
-    taken = taken[(len(taken) - 1) % every :: every]
+    if every < 1 or len(taken) <= 2 or 2 * (length - taken[-1]) >= median or (len(taken) - 1) % every:
+        return None  # a pre-norm stack holds `every` norms a layer and the final norm; a post-norm one, no final norm
+    taken = taken[::every]
     if len(taken) <= 2:
         return None
     return [(int(a), int(b)) for a, b in itertools.pairwise(taken)]
