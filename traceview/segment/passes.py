@@ -76,8 +76,7 @@ def find_passes(
     found = mixed or found
     groups = _group(found.runs, found.counts)
     alike = len(groups) > 1 and len(set(found.counts)) == 1  # passes of one kind, several steps: no drafter
-    compiled = opens is not None and bool(opens.any())  # a first call of another variant: its glue is its own
-    if (alike or (len(groups) > 1 and not compiled)) and not _glue_holds_the_end(codes, found.runs, replay):
+    if alike and not _glue_holds_the_end(codes, found.runs, replay):
         return Passes(np.zeros(n, dtype=np.int64), 1, 1, "whole")
     spec = None if alike else _speculative(codes, nested=mixed is None and len(groups) == 1)
     found, groups = spec or (found, groups)  # a drafter's passes and a target's verify: the steps are the verifies
