@@ -72,11 +72,22 @@ def test_parallel_load_of_rank_files_gives_the_same_rows(generated: Path, tmp_pa
     assert _rows(serial) == _rows(parallel)
 
 
-def test_one_thread_gives_the_rows_of_one_per_core(generated: Path, tmp_path: Path) -> None:
-    """--threads: DuckDB's thread count changes how fast, not what is written."""
+def test_one_thread_gives_the_rows_of_one_per_core(
+    generated: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--threads reaches DuckDB's session, and changes how fast, not what is written."""
     default, one = tmp_path / "default.db", tmp_path / "one.db"
     traceview.ingest([generated], default)
+    settings: list[dict[str, str | int]] = []
+    access = traceview.db.ingest_access
+
+    def recording(*args: object, **kwargs: object) -> traceview.db.Access:
+        settings.append((found := access(*args, **kwargs)).settings)  # type: ignore[arg-type]
+        return found
+
+    monkeypatch.setattr(traceview.db, "ingest_access", recording)
     traceview.ingest([generated], one, IngestOptions(threads=1))
+    assert settings and all(s["threads"] == 1 for s in settings)
     assert _rows(default) == _rows(one)
 
 

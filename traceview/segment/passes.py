@@ -121,10 +121,11 @@ def _glue_holds_the_end(codes: np.ndarray, runs: list[tuple[int, int]], replay: 
     ended_inside = runs[-1][1] >= len(codes)  # the trace ends inside a pass: its last kernel is a layer's
     ends = np.array([codes[0]] if ended_inside else [codes[0], codes[-1]])
     own = ends[~np.isin(ends, np.concatenate([codes[a:b] for a, b in runs]))]
-    if not len(own) and ended_inside:
-        return True
-    ends = own if len(own) else ends
-    return all(np.isin(ends, codes[a:b]).any() for (_, a), (b, _) in itertools.pairwise(runs))
+    if not len(own):
+        if ended_inside:
+            return True
+        own = ends
+    return all(np.isin(own, codes[a:b]).any() for (_, a), (b, _) in itertools.pairwise(runs))
 
 
 def _drafts_by_step(

@@ -156,16 +156,16 @@ def at_norms(codes: np.ndarray, fit: PeriodFit | None, norms: np.ndarray | None)
     a first layer found starting late opens at its own norm (`_from_first_norm`). Layers of one norm each found out
     of phase, and pre-norm layers found so far out of phase that their nearest norm is their channel mixer's (the
     first found layer opens far from every norm), are the stretches between every k-th norm, k the norms a found
-    layer mostly holds (`_between_norms`). The answer must be a pre-norm
-    stack: its first layer opens with a norm and a norm follows its last (the final norm). In a post-norm stack each
-    layer ends with its norm and the first opens with none before it: its layers stay as found."""
+    layer mostly holds (`_between_norms`). The answer must be a pre-norm stack: its first layer opens with a norm and
+    a norm follows its last (the final norm). In a post-norm stack each layer ends with its norm and the first opens
+    with none before it: its layers stay as found."""
     if fit is None or norms is None or not norms.any() or not fit.layers:
         return fit
     found = [(s.start, s.end) for s in fit.layers]
     median = int(np.median([b - a for a, b in found]))
     at = np.flatnonzero(norms)
     held = _norms_in(found, at)
-    every = int(np.bincount(held).argmax())
+    every = _most_common(held)
     candidates = [_between_norms(found, at, median, len(codes)) if (held == 1).all() else None]
     candidates += [_moved_to_norms(found, norms, median)]
     starts = np.array([a for a, _ in found])
@@ -240,7 +240,7 @@ def _with_layer_before(bounds: list[tuple[int, int]], norms: np.ndarray, median:
     prologue): the stretch before the first layer that opens with a norm (positions `norms`) and holds as many as
     the layers mostly do (two or more: the token mixer's and the channel mixer's), at least a quarter of a `median`
     layer long, with kernels of the prologue left before it."""
-    held = int(np.bincount(_norms_in(bounds, norms)).argmax())
+    held = _most_common(_norms_in(bounds, norms))
     before = norms[norms < bounds[0][0]]
     if held < 2 or len(before) < held or before[-held] == 0 or 4 * (bounds[0][0] - before[-held]) < median:
         return bounds
@@ -296,7 +296,8 @@ def with_gaps_as_layers(codes: np.ndarray, fit: PeriodFit | None) -> PeriodFit |
     return _fit_of(dense(np.ascontiguousarray(codes, dtype=np.int64)), sorted(spans + gaps)) if gaps else fit
 
 
-def _most_common(values: list) -> int:
+def _most_common(values: Sequence[int] | np.ndarray) -> int:
+    """The value that occurs most often (the smallest of those tied)."""
     kinds, counts = np.unique(np.asarray(values), return_counts=True)
     return int(kinds[np.argmax(counts)])
 
@@ -585,7 +586,7 @@ def extends_another(layers: Sequence[np.ndarray]) -> bool:
     before or after it: that block is a layer of its own, or part of the layer beside it, placed by a guess (a
     shared attention block before a Mamba layer, a scan step, a pass's last layer holding the final norm). Layers of
     different kinds share a part (their attention or their MLP), never the whole of one of them."""
-    kinds = {np.asarray(layer).tobytes(): len(layer) for layer in layers if len(layer) >= EXTENDED_MIN}
+    kinds = {np.asarray(layer, dtype=np.int64).tobytes(): len(layer) for layer in layers if len(layer) >= EXTENDED_MIN}
     by_length: dict[int, set[bytes]] = {}
     for kind, length in kinds.items():
         by_length.setdefault(length, set()).add(kind)
