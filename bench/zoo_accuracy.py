@@ -39,6 +39,7 @@ class ZooRow:
     method: str
     warnings: tuple[str, ...]
     drafter: bool = False  # a speculative drafter was found (none of the zoo has one)
+    labelled: bool = True  # the trace's kernel names are those the labels were made for (their digest matches)
 
 
 def zoo_cases(root: Path) -> list[tuple[Path, Path]]:
@@ -65,7 +66,8 @@ def check_zoo(labels: Path, trace: Path, hint: bool) -> ZooRow:
         summary = api.ingest([source], database, segment_options=SegmentOptions(layers=max(layers) if hint else None))
         found, names, methods, drafter = _found(database)
     wrong = truth.wrong_kernels(found, true)
-    if hashlib.sha256("\n".join(names).encode()).hexdigest() != digest:
+    labelled = hashlib.sha256("\n".join(names).encode()).hexdigest() == digest
+    if not labelled:
         wrong = max(wrong, 1)  # not the kernels the labels are for
     name = labels.name.removesuffix(".json").removesuffix(".nsys")
     return ZooRow(
@@ -80,6 +82,7 @@ def check_zoo(labels: Path, trace: Path, hint: bool) -> ZooRow:
         method=", ".join(methods) or "-",
         warnings=tuple(summary.warnings),
         drafter=drafter,
+        labelled=labelled,
     )
 
 
@@ -125,15 +128,22 @@ def print_zoo(rows: list[ZooRow]) -> None:
     print("| run | profiler | mode | exact | wrong kernels | layers/step true | found | method | warned |")
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        cells = (r.name, r.profiler, r.mode, "yes" if r.exact else "no", f"{r.wrong} of {r.kernels}",
+        cells = (r.name, r.profiler, r.mode, _verdict(r), f"{r.wrong} of {r.kernels}",
                  r.layers_true, r.layers_found, r.method, "yes" if r.warnings else "")  # fmt: skip
         print("| " + " | ".join(cells) + " |")
     print()
     print(summary(rows))
 
 
+def _verdict(row: ZooRow) -> str:
+    return "yes" if row.exact else "no" if row.labelled else "labels differ"
+
+
 def summary(rows: list[ZooRow]) -> str:
-    """Share exact per mode, and what the warnings flag."""
+    """Share exact per mode, and what the warnings flag, over the runs whose trace is the one their labels were made
+    for (a recording whose kernels came out otherwise - another cuBLAS or Inductor kernel - cannot be judged)."""
+    unlabelled = [r.name for r in rows if not r.labelled]
+    rows = [r for r in rows if r.labelled]
     variants = {r.name.rsplit("_", 1)[0] for r in rows}  # the name without its mode
     modes = Counter(r.mode for r in rows)
     exact = Counter(r.mode for r in rows if r.exact)
@@ -145,4 +155,9 @@ def summary(rows: list[ZooRow]) -> str:
         f"{per_mode}). Warnings flag {sum(bool(r.warnings) for r in misses)} of {len(misses)} misses and "
         f"{sum(bool(r.warnings) for r in good)} of {len(good)} exact runs. A speculative drafter was found in "
         f"{sum(r.drafter for r in rows)} runs."
+        + (
+            f" Not judged ({len(unlabelled)}: kernels other than their labels'): {', '.join(unlabelled)}."
+            if unlabelled
+            else ""
+        )
     )

@@ -162,3 +162,28 @@ def test_a_prefill_whose_odd_layers_repeat_is_one_forward_pass() -> None:
     times = np.arange(len(codes), dtype=np.int64) * 1000
     found = passes.find_passes(codes, times, times + 500, np.full(len(codes), -1, dtype=np.int64))
     assert found.steps == 1
+
+
+def test_runs_of_a_loop_inside_every_layer_are_not_forward_passes() -> None:
+    """A prefill of Mamba's slow path: each layer's per-token scan repeats more than any layer, so its runs look
+    like passes; the stretches between them are many scan steps long and hold none of them, and their last kernel
+    (a copy) is also the trace's: they are the layers' own work around the loop, and the trace is one pass."""
+    copy, norm, add, scan = 1, 2, 3, [4, 5, 6]
+    layer = [norm, 7, 8, 9, *scan * 30, 10, copy, add]
+    codes = np.array([20, *layer * 4, norm, 21, copy], dtype=np.int64)
+    times = np.arange(len(codes), dtype=np.int64) * 1000
+    found = passes.find_passes(codes, times, times + 500, np.full(len(codes), -1, dtype=np.int64))
+    assert found.steps == 1
+
+
+def test_a_stall_before_a_pass_shorter_than_the_pass_keeps_the_prologue_in_the_step() -> None:
+    """A stall before the first GEMM (cuBLAS loading its kernel) leaves a long idle gap early in a prefill: what
+    comes before it is the prologue, not a stray, when the gap is shorter than the pass; a gap longer than the pass
+    (a kernel run long before the profiled work) still leaves what is before it out of every step."""
+    layer = [1, 2, 3, 4, 5, 6, 7, 8]
+    codes = np.array([20, 21, 22, 23, *layer * 8, 24, 25], dtype=np.int64)
+    times = np.arange(len(codes), dtype=np.int64) * 1000
+    for stall, kept in ((20_000, 4), (200_000, 2)):
+        late = times + np.where(np.arange(len(codes)) >= 2, stall, 0)
+        found = passes.find_passes(codes, late, late + 500, np.full(len(codes), -1, dtype=np.int64))
+        assert (found.step_of == 0).sum() == len(codes) - 4 + kept

@@ -381,3 +381,51 @@ def test_post_norm_layers_found_out_of_phase_are_not_moved_to_every_second_norm(
     found = period.PeriodFit(tuple(period.LayerSpan(a, b, 1.0) for a, b in late), 14, 0.9, 1.0)
     fit = period.at_norms(codes, found, codes == norm)
     assert fit is found
+
+
+def test_an_eager_rms_norm_after_the_residual_add_and_two_casts_opens_at_the_first_cast() -> None:
+    """A Mamba block casts its input to the norm's dtype, then the RMSNorm casts it to float32: the residual add
+    comes before two casts, and the layer opens with the first. A gated norm inside the mixer (after a
+    multiplication, not an add) is no layer's input norm; the first block's input has one cast only (the
+    embedding's output is in the norm's dtype)."""
+    names = {
+        1: "bfloat16_copy_kernel_cuda",
+        2: "direct_copy_kernel_cuda",
+        3: "pow_tensor_scalar_kernel",
+        4: "ReduceOp<float, MeanOps<float>>",
+        5: "CUDAFunctor_add<float>",
+        6: "nvjet_gemm",
+        7: "embedding_gather",
+        8: "BinaryFunctor<MulFunctor<float>>",
+    }
+    block = [1, 2, 3, 4, 6, 8, 3, 4, 6, 5]  # cast, cast, norm, in_proj, gate, gated norm, out_proj, residual add
+    codes = np.array([7, *block[1:], *block, *block, 3, 4, 6], dtype=np.int64)
+    opens = pipeline.NormKernels.of(names).openings(codes)
+    assert np.flatnonzero(opens).tolist() == [1, 10, 20, 30]
+
+
+def test_a_loop_inside_every_layer_found_as_layers_gives_way_to_the_stretches_between_norms() -> None:
+    """A prefill of Mamba's slow path: each layer runs its per-token scan (a few kernels per token) many times, and
+    the period found is the scan's step, which holds no norm. The norms say where layers are: one a layer (the
+    stretch after each norm runs the same kernels as the next one's) and the final norm."""
+    norm, add, scan = 1, 2, [3, 4, 5]
+    layer = [norm, 6, 7, *scan * 20, 8, add]
+    codes = np.array([10, *layer * 4, norm, 11], dtype=np.int64)
+    truth = [(1 + len(layer) * i, 1 + len(layer) * (i + 1)) for i in range(4)]
+    scans = [(a + 3 + 3 * j, a + 6 + 3 * j) for a, _ in truth for j in range(20)]
+    found = period.PeriodFit(tuple(period.LayerSpan(a, b, 1.0) for a, b in scans), 3, 0.9, 1.0)
+    fit = period.at_norms(codes, found, codes == norm)
+    assert fit is not None and [(s.start, s.end) for s in fit.layers] == truth
+
+
+def test_layers_of_two_norms_each_are_found_from_the_norms_alone() -> None:
+    """The same with two norms a layer (a token mixer's and a channel mixer's), and a norm of the embedding before
+    the first layer's: the layers are between every second norm counted back from the final norm."""
+    norm, add, scan = 1, 2, [3, 4]
+    layer = [norm, 6, *scan * 10, add, norm, 7, 8, add]
+    codes = np.array([10, norm, *layer * 3, norm, 11], dtype=np.int64)
+    truth = [(2 + len(layer) * i, 2 + len(layer) * (i + 1)) for i in range(3)]
+    scans = [(a + 2 + 2 * j, a + 4 + 2 * j) for a, _ in truth for j in range(10)]
+    found = period.PeriodFit(tuple(period.LayerSpan(a, b, 1.0) for a, b in scans), 2, 0.9, 1.0)
+    fit = period.at_norms(codes, found, codes == norm)
+    assert fit is not None and [(s.start, s.end) for s in fit.layers] == truth

@@ -25,9 +25,6 @@ ZOO = ROOT / "sample_traces" / "zoo"
 MISSES = {  # run -> why traceview misses it (a strict expected failure), each warned (test below)
     "gptj_default_decode": "known limit: GPT-J's prologue is half a layer (25 of 50 kernels), so a phase half a layer "
     "off covers more of each pass; the three decode passes are found as three layers of one step",
-    "recurrent_gemma_default_prefill": "known limit: the recurrent layers' per-token scan (6 kernels a token) repeats "
-    "more than any layer, so the scan steps are found as 64 'layers' of each of 6 'passes'; warned: the kernels "
-    "beside them are many layers' worth",
     "zamba_default_graph": "known limit: every sixth Mamba layer runs the shared attention block first (39 kernels "
     "before its 65); the block is placed at the end of the layer before; warned: those layers are the others whole "
     "plus a block",

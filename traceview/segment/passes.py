@@ -35,6 +35,7 @@ MIN_STRETCH_LAYERS = 2  # an uncovered stretch is searched for layers of its own
 INNER_COVERAGE = 0.75  # share of a repeating unit its own layers cover for the unit to be a whole iteration
 MIN_TARGET_LAYERS = 4  # a target's verify pass runs at least this many layers (a layer's own parts repeat less)
 MIN_GLUE = 3  # kernels between two forward passes at least: a final norm, the LM head, the next embedding
+FAR_LAYERS = 6  # kernels around runs of layers, in layers, that no prologue or epilogue is: a loop inside a layer
 PASSES_COVERAGE = 0.5  # the same, when the unit is a drafter's passes and a target's
 
 
@@ -75,8 +76,8 @@ def find_passes(
     mixed = _by_mixers(codes, found)
     found = mixed or found
     groups = _group(found.runs, found.counts)
-    alike = len(groups) > 1 and len(set(found.counts)) == 1  # passes of one kind, several steps: no drafter
-    if alike and not _glue_holds_the_end(codes, found.runs, replay):
+    alike = len(groups) > 1 and _close(min(found.counts), max(found.counts))  # passes of one kind: no drafter
+    if alike and (_glue_of_loops(found) or not _glue_holds_the_end(codes, found.runs, replay)):
         return Passes(np.zeros(n, dtype=np.int64), 1, 1, "whole")
     spec = None if alike else _speculative(codes, nested=mixed is None and len(groups) == 1)
     found, groups = spec or (found, groups)  # a drafter's passes and a target's verify: the steps are the verifies
@@ -95,7 +96,7 @@ def find_passes(
         )
         for a, b in itertools.pairwise(groups)
     ]
-    threshold = STRAY_GAP_FACTOR * max(_longest_inside(idle, runs), 1)
+    threshold = _stray_gap(idle, start_ns, end_ns, runs)
     lo, hi = _first_kept(idle, groups[0][0][0], threshold), _end_kept(idle, groups[-1][-1][1], threshold)
     for step, (a, b) in enumerate(itertools.pairwise([lo, *cuts, hi])):
         step_of[a:b] = step
@@ -126,6 +127,18 @@ def _glue_holds_the_end(codes: np.ndarray, runs: list[tuple[int, int]], replay: 
             return True
         own = ends
     return all(np.isin(own, codes[a:b]).any() for (_, a), (b, _) in itertools.pairwise(runs))
+
+
+def _glue_of_loops(found: _Runs) -> bool:
+    """Whether the stretches between the runs are FAR_LAYERS of their layers long or more and hold none of the
+    layers found: no epilogue and prologue are, so the runs are a loop inside every layer (a per-token scan over a
+    prefill) and the stretches the layers' own work around it (a drafter's passes between verify passes hold
+    layers)."""
+    starts, ends = np.array(found.spans, dtype=np.int64).T
+    return all(
+        b - a >= FAR_LAYERS * found.typical and not _overlapped(starts, ends, a, b)
+        for (_, a), (b, _) in itertools.pairwise(found.runs)
+    )
 
 
 def _drafts_by_step(
@@ -728,6 +741,14 @@ def kept(start_ns: np.ndarray, end_ns: np.ndarray) -> np.ndarray:
         else:
             break
     return keep
+
+
+def _stray_gap(idle: np.ndarray, start_ns: np.ndarray, end_ns: np.ndarray, runs: list[tuple[int, int]]) -> float:
+    """An idle gap longer than this leaves the kernels beyond it at either end of the trace out of every step:
+    STRAY_GAP_FACTOR times the longest one inside the passes, and as long as the shortest pass lasts (a stall before
+    the first GEMM of a pass, cuBLAS loading its kernel, is shorter: its prologue stays)."""
+    shortest = min(int(end_ns[b - 1] - start_ns[a]) for a, b in runs)
+    return max(STRAY_GAP_FACTOR * max(_longest_inside(idle, runs), 1), shortest)
 
 
 def _first_kept(idle: np.ndarray, first: int, threshold: float) -> int:

@@ -56,6 +56,8 @@ SPLIT_ALIKE = 0.75  # multiset similarity of the parts of a unit that holds seve
 MIN_BLOCK = 8  # the fewest kernels of a layer repeated at the start of a unit of several layers
 EXTENSION_REACH = 2  # phases after the leftmost extension tried beside the latest ones (_phases)
 MIXERS_SHARE = 0.75  # of the layers' kernels the layers found from their mixers explain (not a loop inside them)
+NORM_CASTS = 2  # dtype casts a norm may open with (to its weight's dtype, then to float32)
+MAX_NORMS = 4  # norms a layer holds at most (_norm_period)
 NEAR_NORM = 2  # kernels from the first found layer's start to a norm that make it open with that norm (a cast)
 NORM_SHARE = 0.75  # of the layers whose nearest norm kernel is at one offset from their start, to move them there
 EXTENDED_MIN = 8  # the fewest kernels of a layer kind that extends_another looks for inside longer kinds
@@ -132,18 +134,29 @@ def find_layers(
 
 
 def norm_openings(codes: np.ndarray, norms: np.ndarray, casts: np.ndarray) -> np.ndarray:
-    """Per kernel, whether a norm opens there: a norm kernel (`norms`), or the dtype cast (`casts`) right before
+    """Per kernel, whether a norm opens there: a norm kernel (`norms`), or the dtype casts (`casts`) right before
     it where that norm's kernel mostly comes after one: a norm that computes in float32 casts its input first
-    (OLMo's LayerNorm), and the layer opens with that cast. A cast that only sometimes comes before the norm is
-    not its own (the rotary embedding's casts at the end of the prologue)."""
+    (OLMo's LayerNorm; Mamba's block casts to the norm's dtype, then the norm to float32: up to NORM_CASTS casts),
+    and the layer opens with the first of as many casts as that norm's kernel mostly follows. A cast that only
+    sometimes comes before the norm is not its own (the rotary embedding's casts at the end of the prologue)."""
     at = np.flatnonzero(norms)
-    cast_before = (at > 0) & casts[np.maximum(at - 1, 0)] & ~norms[np.maximum(at - 1, 0)]
+    before = casts_before(at, casts & ~norms)
     kinds, kind_of = np.unique(codes[at], return_inverse=True)
-    after_cast = np.bincount(kind_of, weights=cast_before, minlength=len(kinds))
+    after_cast = np.bincount(kind_of, weights=before > 0, minlength=len(kinds))
     own = after_cast * 2 > np.bincount(kind_of, minlength=len(kinds))
+    usual = np.array([_most_common(before[kind_of == k]) for k in range(len(kinds))], dtype=np.int64)
     opens = np.zeros(len(norms), dtype=bool)
-    opens[at - (cast_before & own[kind_of])] = True
+    opens[at - np.minimum(before, usual[kind_of]) * own[kind_of]] = True  # a cast more than usual is another's
     return opens
+
+
+def casts_before(at: np.ndarray, casts: np.ndarray) -> np.ndarray:
+    """Per position `at`, how many dtype casts (`casts`, one flag per kernel) come right before it, up to
+    NORM_CASTS."""
+    before = np.zeros(len(at), dtype=np.int64)
+    for back in range(1, NORM_CASTS + 1):
+        before += (before == back - 1) & (at >= back) & casts[np.maximum(at - back, 0)]
+    return before
 
 
 def at_norms(codes: np.ndarray, fit: PeriodFit | None, norms: np.ndarray | None) -> PeriodFit | None:
@@ -173,6 +186,9 @@ def at_norms(codes: np.ndarray, fit: PeriodFit | None, norms: np.ndarray | None)
     first_far = _distance_to(at, starts[:1])[0] > NEAR_NORM  # a pre-norm stack's first layer opens with its norm
     if (held == every).mean() >= NORM_SHARE and first_far and not post_norm:  # found out of phase
         candidates += [_between_norms(found, at, median, len(codes), every)]
+    if (held == 0).mean() >= NORM_SHARE and (k := _norm_period(codes, at)):  # a loop inside a layer
+        own = at[(len(at) - 1) % k :]  # k norms a layer and the final norm; a norm before them is the embedding's
+        candidates += [_between_norms([(own[0], own[0])], own, int(np.median(np.diff(own[::k]))), len(codes), k)]
     for bounds in candidates:
         if bounds is None:
             continue
@@ -208,6 +224,19 @@ def _between_norms(
     if len(taken) <= 2:
         return None
     return [(int(a), int(b)) for a, b in itertools.pairwise(taken)]
+
+
+def _norm_period(codes: np.ndarray, norms: np.ndarray) -> int:
+    """The norms a layer holds, read from the stretches between consecutive norms (positions `norms`): the fewest
+    k (up to MAX_NORMS) for which the stretch after a norm runs kernel for kernel what the stretch after the k-th
+    next norm runs, for most norms (NORM_SHARE); 0 when no k does. One: a block of one mixer (Mamba) or a parallel
+    block; two: a token mixer's and a channel mixer's norm."""
+    stretches = [codes[a:b].tobytes() for a, b in itertools.pairwise(norms)]
+    for k in range(1, MAX_NORMS + 1):
+        same = [x == y for x, y in zip(stretches, stretches[k:], strict=False)]
+        if same and np.mean(same) >= NORM_SHARE:
+            return k
+    return 0
 
 
 def _moved_to_norms(found: list[tuple[int, int]], norms: np.ndarray, median: int) -> list[tuple[int, int]] | None:

@@ -16,7 +16,20 @@ import numpy as np
 import pandas as pd
 
 from ..db import execute_with, has_rows
-from . import Method, SegmentOptions, SegmentResult, annotation, busy, family, graph, period, side_streams, spec, steps
+from . import (
+    Method,
+    SegmentOptions,
+    SegmentResult,
+    annotation,
+    busy,
+    family,
+    graph,
+    passes,
+    period,
+    side_streams,
+    spec,
+    steps,
+)
 
 INDUCTOR_INDEX = r"^(triton_[a-z]+_fused_.*)_\d+$"
 INDUCTOR_NUMBER = r"^triton_[a-z]+_fused_.*_(\d+)$"  # Inductor numbers the kernels of a compiled graph from 0
@@ -26,7 +39,7 @@ SQUARE_NAME = re.compile(r"pow_tensor_scalar")  # an eager RMSNorm's x.pow(2), w
 MEAN_NAME = re.compile(r"MeanOps")  # the mean reduce of that variance
 ADD_NAME = re.compile(r"CUDAFunctor_add<")  # an eager residual add (ATen's elementwise add)
 COVERAGE_TO_TRUST = 0.5  # share of a step's kernels a method must place for auto to choose it
-FAR_EDGE_LAYERS = 6  # kernels before the first layer or after the last, in layers, that no prologue or epilogue is
+FAR_EDGE_LAYERS = passes.FAR_LAYERS  # kernels before the first layer or after the last, in layers: no prologue
 NEAR_EDGE_SHARE = 0.5  # of the layer-long stretch before the first layer that layers run, for a layer left out there
 LOW_CONFIDENCE = 0.8  # an inferred layer instance matching its unit less than this is reported
 
@@ -307,8 +320,9 @@ def codes_named(names: dict[int, str], pattern: re.Pattern[str]) -> set[int]:
 class NormKernels:
     """The codes of the kernels whose names tell where a norm is: named norm kernels (layer_norm, rms_norm), and an
     eager RMSNorm (its square, `pow_tensor_scalar`, right before its mean reduce; an eager LayerNorm's mean and
-    subtraction before that) where a residual add comes just before it (the norm of a layer's input or of its
-    channel mixer, not a QK norm after a projection); and the dtype casts a norm may open with
+    subtraction before that) where a residual add comes just before it or before the casts it opens with (the norm
+    of a layer's input or of its channel mixer, not a QK norm after a projection nor a gated norm inside a mixer);
+    and the dtype casts a norm may open with
     (period.norm_openings)."""
 
     norms: set[int]
@@ -329,13 +343,13 @@ class NormKernels:
         means, adds = np.isin(codes, list(self.means)), np.isin(codes, list(self.adds))
         square = np.flatnonzero(np.isin(codes[:-1], list(self.squares)) & means[1:])
         centred = (square >= 2) & means[np.maximum(square - 2, 0)] & adds[np.maximum(square - 1, 0)]
+        at = square - 2 * centred  # an eager LayerNorm's variance comes after its mean and the subtraction
+        opening = at - period.casts_before(at, casts)
+        residual = (opening > 0) & adds[np.maximum(opening - 1, 0)]
+        residual[:1] = True  # the stack's first input norm comes after the embedding, not an add
         eager = np.zeros(len(codes), dtype=bool)
-        eager[square - 2 * centred] = True  # an eager LayerNorm's variance comes after its mean and the subtraction
-        eager = period.norm_openings(codes, eager, casts)
-        first = np.flatnonzero(eager)[:1]  # the stack's first input norm comes after the embedding, not an add
-        eager[1:] &= adds[:-1]
-        eager[first] = True
-        return named | eager
+        eager[at[residual]] = True
+        return named | period.norm_openings(codes, eager, casts)
 
 
 def families_of(codes: np.ndarray, families: dict[int, int]) -> np.ndarray:
