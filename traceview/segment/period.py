@@ -911,7 +911,8 @@ def _fit(
     unit_start, unit_len, copies = _unit(codes, marks, period)
     unit = codes[unit_start : unit_start + unit_len]
     marks = _without_strays(codes, marks, unit)
-    # the phase that makes most whole layers (layers of another kind before the first included), covering most
+    # the phase that makes most whole layers (layers of another kind before the first included), with fewest not
+    # one unit long (a layer cut out of phase runs on into the glue between two passes), covering most
     # kernels; a plausible one before the leftmost extension, one whose first layer opens with a variant of the
     # unit's first kernel before others; one where most layers open with the same kernel (a dense first layer
     # opens like the others: not with the embedding's last kernel); most like the unit (a dense layer that begins
@@ -920,6 +921,7 @@ def _fit(
         ((*_layers_at(codes, marks, unit, shift), rank) for shift, rank in _phases(codes, marks, unit, families)),
         key=lambda r: (
             len(r[0]),
+            -sum(abs(s.end - s.start - len(unit)) > 1 for s in r[0]),  # not one unit long: glue swallowed
             sum(s.end - s.start for s in r[0]),
             r[2],
             _opening_alike(codes, r[0], r[1]),
