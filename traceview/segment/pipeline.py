@@ -766,7 +766,30 @@ def _structure_doubts(con: duckdb.DuckDBPyConnection) -> list[str]:
             "worth or more: the layers found are likely a loop inside a layer (a per-token scan), not layers (give "
             "--layers N, or annotate the layers with traceview.capture)"
         )
+    if doubled := _doubled_openings(con):
+        doubts.append(
+            f"in {doubled} step(s) the kernel right before the first layer is the kernel that layer opens with (as "
+            "two norms back to back): it may be the first layer's own (give --layers N, or annotate the layers with "
+            "traceview.capture)"
+        )
     return doubts
+
+
+def _doubled_openings(con: duckdb.DuckDBPyConnection) -> int:
+    """Steps whose first inferred layer opens with the same kernel as the one right before it on its stream (a norm
+    of the embedding inside the first layer, RWKV's, or the model's own before it: the trace cannot tell)."""
+    return con.execute(
+        """
+        WITH k AS (
+            SELECT k.rank, k.step, k.code, l.layer, l.method,
+                   lag(k.code) OVER stream AS before, lag(l.layer) OVER stream AS layer_before
+            FROM _seg_k k LEFT JOIN _seg_layer_of l USING (activity_id) WHERE k.kind = 'kernel'
+            WINDOW stream AS (PARTITION BY k.rank, k.stream_id ORDER BY k.start_ns, k.activity_id)
+        ), first AS (SELECT rank, step, min(layer) AS layer FROM k WHERE method = 'period' GROUP BY ALL)
+        SELECT count(*) FROM k JOIN first USING (rank, step, layer)
+        WHERE k.layer_before IS NULL AND k.code = k.before
+        """
+    ).fetchall()[0][0]
 
 
 def _record(con: duckdb.DuckDBPyConnection, run_id: int, result: SegmentResult) -> None:
