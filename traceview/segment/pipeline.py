@@ -776,18 +776,22 @@ def _structure_doubts(con: duckdb.DuckDBPyConnection) -> list[str]:
 
 
 def _doubled_openings(con: duckdb.DuckDBPyConnection) -> int:
-    """Steps whose first inferred layer opens with the same kernel as the one right before it on its stream (a norm
-    of the embedding inside the first layer, RWKV's, or the model's own before it: the trace cannot tell)."""
+    """Steps whose first inferred layer opens with the same kernel as the step's last one before it on its stream (a
+    norm of the embedding inside the first layer, RWKV's, or the model's own before it: the trace cannot tell)."""
     return con.execute(
         """
-        WITH k AS (
-            SELECT k.rank, k.step, k.code, l.layer, l.method,
-                   lag(k.code) OVER stream AS before, lag(l.layer) OVER stream AS layer_before
-            FROM _seg_k k LEFT JOIN _seg_layer_of l USING (activity_id) WHERE k.kind = 'kernel'
-            WINDOW stream AS (PARTITION BY k.rank, k.stream_id ORDER BY k.start_ns, k.activity_id)
-        ), first AS (SELECT rank, step, min(layer) AS layer FROM k WHERE method = 'period' GROUP BY ALL)
-        SELECT count(*) FROM k JOIN first USING (rank, step, layer)
-        WHERE k.layer_before IS NULL AND k.code = k.before
+        WITH first AS (  -- each step's first inferred kernel: its first layer's opening
+            SELECT l.rank, l.step, arg_min(k.code, k.start_ns) AS code, arg_min(k.stream_id, k.start_ns) AS stream_id,
+                   min(k.start_ns) AS start_ns
+            FROM _seg_layer_of l JOIN _seg_k k USING (activity_id)
+            WHERE l.method = 'period' AND l.kind = 'kernel' GROUP BY l.rank, l.step
+        ), before AS (  -- the step's kernel right before it on its stream
+            SELECT f.code, arg_max(k.code, k.start_ns) AS before
+            FROM first f JOIN _seg_k k ON k.rank = f.rank AND k.step = f.step
+                 AND k.stream_id IS NOT DISTINCT FROM f.stream_id AND k.start_ns < f.start_ns
+            WHERE k.kind = 'kernel' GROUP BY f.rank, f.step, f.code
+        )
+        SELECT count(*) FROM before WHERE code = before
         """
     ).fetchall()[0][0]
 
