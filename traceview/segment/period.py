@@ -179,16 +179,16 @@ def at_norms(codes: np.ndarray, fit: PeriodFit | None, norms: np.ndarray | None)
     at = np.flatnonzero(norms)
     held = _norms_in(found, at)
     every = _most_common(held)
-    candidates = [_between_norms(found, at, median, len(codes)) if (held == 1).all() else None]
+    candidates = [_between_norms(found[0][0], at, median, len(codes)) if (held == 1).all() else None]
     candidates += [_moved_to_norms(found, norms, median)]
     starts = np.array([a for a, _ in found])
     post_norm = norms[np.maximum(starts - 1, 0)].mean() >= NORM_SHARE  # each layer closes with its norm
     first_far = _distance_to(at, starts[:1])[0] > NEAR_NORM  # a pre-norm stack's first layer opens with its norm
     if (held == every).mean() >= NORM_SHARE and first_far and not post_norm:  # found out of phase
-        candidates += [_between_norms(found, at, median, len(codes), every)]
+        candidates += [_between_norms(found[0][0], at, median, len(codes), every)]
     if (held == 0).mean() >= NORM_SHARE and (k := _norm_period(codes, at)):  # a loop inside a layer
         own = at[(len(at) - 1) % k :]  # k norms a layer and the final norm; a norm before them is the embedding's
-        candidates += [_between_norms([(own[0], own[0])], own, int(np.median(np.diff(own[::k]))), len(codes), k)]
+        candidates += [_between_norms(own[0], own, int(np.median(np.diff(own[::k]))), len(codes), k)]
     for bounds in candidates:
         if bounds is None:
             continue
@@ -209,15 +209,15 @@ def _norms_in(spans: list[tuple[int, int]], norms: np.ndarray) -> np.ndarray:
 
 
 def _between_norms(
-    found: list[tuple[int, int]], norms: np.ndarray, median: int, length: int, every: int = 1
+    first: int, norms: np.ndarray, median: int, length: int, every: int = 1
 ) -> list[tuple[int, int]] | None:
     """Layers that hold `every` norms each, found out of phase: the stretches between every `every`-th norm
-    (positions `norms`) from the first within half a layer of the first found layer to the step's last norm, the
-    final norm, which less than half a layer follows (the LM head); None when that leaves fewer than two layers, the
-    last norm is a layer's (a step of `length` kernels), or the norms are not `every` a layer and the final one. One
-    norm each: a parallel block (attention and MLP behind one norm: GPT-J, Falcon, Cohere); two: a pre-norm layer
-    found half a layer late."""
-    taken = norms[norms >= found[0][0] - median // 2]
+    (positions `norms`) from the first within half a `median` layer of `first` (where the first found layer starts)
+    to the step's last norm, the final norm, which less than half a layer follows (the LM head); None when that
+    leaves fewer than two layers, the last norm is a layer's (a step of `length` kernels), or the norms are not
+    `every` a layer and the final one. One norm each: a parallel block (attention and MLP behind one norm: GPT-J,
+    Falcon, Cohere); two: a pre-norm layer found half a layer late."""
+    taken = norms[norms >= first - median // 2]
     if every < 1 or len(taken) <= 2 or 2 * (length - taken[-1]) >= median or (len(taken) - 1) % every:
         return None  # a pre-norm stack holds `every` norms a layer and the final norm; a post-norm one, no final norm
     taken = taken[::every]

@@ -39,7 +39,6 @@ SQUARE_NAME = re.compile(r"pow_tensor_scalar")  # an eager RMSNorm's x.pow(2), w
 MEAN_NAME = re.compile(r"MeanOps")  # the mean reduce of that variance
 ADD_NAME = re.compile(r"CUDAFunctor_add<")  # an eager residual add (ATen's elementwise add)
 COVERAGE_TO_TRUST = 0.5  # share of a step's kernels a method must place for auto to choose it
-FAR_EDGE_LAYERS = passes.FAR_LAYERS  # kernels before the first layer or after the last, in layers: no prologue
 NEAR_EDGE_SHARE = 0.5  # of the layer-long stretch before the first layer that layers run, for a layer left out there
 LOW_CONFIDENCE = 0.8  # an inferred layer instance matching its unit less than this is reported
 
@@ -752,7 +751,7 @@ def _structure_doubts(con: duckdb.DuckDBPyConnection) -> list[str]:
                count(DISTINCT (rank, step)) FILTER (outside.n >= $far * typical.n)
         FROM outside, typical
         """,
-        {"share": period.ACCEPT_EDGE, "near": NEAR_EDGE_SHARE, "far": FAR_EDGE_LAYERS},
+        {"share": period.ACCEPT_EDGE, "near": NEAR_EDGE_SHARE, "far": passes.FAR_LAYERS},
     ).fetchall()[0]
     left_out, far = edges
     if left_out:
@@ -762,7 +761,7 @@ def _structure_doubts(con: duckdb.DuckDBPyConnection) -> list[str]:
         )
     if far:
         doubts.append(
-            f"in {far} step(s) the kernels before the first layer or after the last are {FAR_EDGE_LAYERS} layers' "
+            f"in {far} step(s) the kernels before the first layer or after the last are {passes.FAR_LAYERS} layers' "
             "worth or more: the layers found are likely a loop inside a layer (a per-token scan), not layers (give "
             "--layers N, or annotate the layers with traceview.capture)"
         )
