@@ -108,6 +108,25 @@ def test_a_layer_like_stretch_between_found_layers_is_a_layer(block: list[int], 
     assert found == ([len(DENSE_LAYER)] * 3 + layers_between) * 2 + [len(DENSE_LAYER)] * 3
 
 
+def spans_of(lengths_: list[int], start: int = 0) -> period.PeriodFit:
+    bounds = np.cumsum([start, *lengths_])
+    layers = tuple(period.LayerSpan(int(a), int(b), 1.0) for a, b in zip(bounds[:-1], bounds[1:], strict=True))
+    return period.PeriodFit(layers, int(np.median(lengths_)), 0.9, 1.0)
+
+
+@pytest.mark.parametrize("known", [True, False])
+def test_a_boundary_between_two_odd_layers_moves_to_where_both_are_known_kinds(known: bool) -> None:
+    """AFMoE with three dense layers: the boundary after the last dense layer was placed inside the first MoE
+    layer (a dense layer with the MoE layer's attention half, then its MoE half alone). Moved where both are kinds
+    other layers are kernel for kernel; left where the pieces are kinds no other layer is."""
+    other = DENSE_LAYER if known else [*N, 40, 41, *R]  # the layers before: dense ones, or another kind
+    sequence = codes(PROLOGUE, other, other, DENSE_LAYER, MOE_LAYER, MOE_LAYER, MOE_LAYER, EPILOGUE)
+    cut = len(DENSE_LAYER) + len(ATTENTION)  # inside the first MoE layer, after its attention half
+    found = [len(other), len(other), cut, len(MOE_LAYER) - len(ATTENTION), len(MOE_LAYER), len(MOE_LAYER)]
+    fixed = [len(other), len(other), len(DENSE_LAYER), len(MOE_LAYER), len(MOE_LAYER), len(MOE_LAYER)]
+    assert lengths(period.with_known_cuts(sequence, spans_of(found, len(PROLOGUE)))) == (fixed if known else found)
+
+
 def test_the_layer_count_comes_from_a_model_config(tmp_path: Path) -> None:
     (tmp_path / "config.json").write_text(json.dumps({"text_config": {"num_hidden_layers": 61}}))
     assert layers_from_config(tmp_path / "config.json") == 61

@@ -29,6 +29,7 @@ The algorithm, near-linear in the number of kernels:
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import itertools
 from collections.abc import Callable, Sequence
@@ -323,6 +324,33 @@ def with_gaps_as_layers(codes: np.ndarray, fit: PeriodFit | None) -> PeriodFit |
         if 2 * (b - a) >= median and codes[a] == opening and codes[b - 1] == closing
     ]
     return _fit_of(dense(np.ascontiguousarray(codes, dtype=np.int64)), sorted(spans + gaps)) if gaps else fit
+
+
+def with_known_cuts(codes: np.ndarray, fit: PeriodFit | None) -> PeriodFit | None:
+    """The fit with the boundary between two neighbouring layers that are each the only one of their kind moved
+    to where both become kinds other layers are, kernel for kernel: a boundary placed where the unit's phase put
+    it, between layers of kinds the unit does not hold (the last dense layer before the MoE ones, cut inside the
+    first MoE layer). Moved only where exactly one place does that."""
+    if fit is None or len(fit.layers) < 3:
+        return fit
+    spans = _bounds(fit.layers)
+    kinds = collections.Counter(codes[a:b].tobytes() for a, b in spans)
+    known = {kind for kind, count in kinds.items() if count >= 2}
+    lengths = {len(kind) // codes.itemsize for kind in known}
+    moved = list(spans)
+    for i, ((a, b), (c, d)) in enumerate(itertools.pairwise(spans)):
+        if b != c or kinds[codes[a:b].tobytes()] > 1 or kinds[codes[c:d].tobytes()] > 1:
+            continue
+        cuts = [
+            a + n
+            for n in lengths
+            if d - a - n in lengths and codes[a : a + n].tobytes() in known and codes[a + n : d].tobytes() in known
+        ]
+        if len(cuts) == 1:
+            moved[i], moved[i + 1] = (a, cuts[0]), (cuts[0], d)
+    if moved == spans:
+        return fit
+    return dataclasses.replace(_fit_of(dense(np.ascontiguousarray(codes, dtype=np.int64)), moved), graphs=fit.graphs)
 
 
 def _most_common(values: Sequence[int] | np.ndarray) -> int:
