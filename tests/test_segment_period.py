@@ -216,6 +216,24 @@ def test_graphs_that_start_inside_the_layers_are_not_layers() -> None:
     assert period.by_graphs(codes, fit, opens) is fit
 
 
+@pytest.mark.parametrize("units", [True, False])
+def test_units_of_a_dense_and_a_moe_graph_found_out_of_phase_are_their_graphs(units: bool) -> None:
+    """GLM-4.5 with MoE every other layer compiled per layer: a unit of a dense and a MoE layer, found starting at
+    the MoE layer's router (its second graph-like stretch), holds two graph openings at the same offsets in every
+    unit. In one forward pass (`units`) the graphs are the layers; over many passes, such a unit is a whole pass."""
+    dense = ["norm", "qkv", *[f"d{i}" for i in range(10)]]
+    moe = ["norm", "qkv", *[f"a{i}" for i in range(6)], "router", *[f"e{i}" for i in range(12)]]
+    layers = [dense, moe] * 4
+    codes = codes_of(["embed", *[k for layer in layers for k in layer], "final_norm", "lm_head"])
+    starts = np.cumsum([1, *[len(layer) for layer in layers]]).tolist()
+    opens = np.zeros(len(codes), dtype=bool)
+    opens[starts[:-1]] = True
+    router = [a + len(dense) + 8 for a in starts[0:-1:2]]  # each unit from a MoE layer's router to the next one's
+    fit = period.PeriodFit(tuple(period.LayerSpan(a, b, 1.0) for a, b in itertools.pairwise(router)), 34, 0.9, 1.0)
+    found = period.by_graphs(codes, fit, opens, units=units)
+    assert (found.graphs, found.layers[0].start) == ((True, starts[2]) if units else (False, router[0]))
+
+
 def test_a_graph_opens_where_inductor_numbers_restart() -> None:
     """Inductor numbers the kernels of each compiled graph from 0 and names a kernel whose code it already made
     (a second identical norm) like the first: that one is followed by later numbers, not by 1."""
