@@ -231,7 +231,40 @@ def test_units_of_a_dense_and_a_moe_graph_found_out_of_phase_are_their_graphs(un
     router = [a + len(dense) + 8 for a in starts[0:-1:2]]  # each unit from a MoE layer's router to the next one's
     fit = period.PeriodFit(tuple(period.LayerSpan(a, b, 1.0) for a, b in itertools.pairwise(router)), 34, 0.9, 1.0)
     found = period.by_graphs(codes, fit, opens, units=units)
-    assert (found.graphs, found.layers[0].start) == ((True, starts[2]) if units else (False, router[0]))
+    assert (found.graphs, found.layers[0].start) == ((True, starts[1]) if units else (False, router[0]))
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_a_graph_that_ends_where_the_graph_layers_begin_is_a_layer(compiled: bool) -> None:
+    """AFMoE with one dense layer, compiled layer by layer: the unit is the MoE layer, so the dense layer's graph
+    is left before the first layer found. A compiled graph that ends where the run of graph layers begins is a
+    layer of another kind; an eager prologue (no graph opening in it) stays out."""
+    dense = ["norm", "qkv", *[f"d{i}" for i in range(8)]]
+    moe = ["norm", "qkv", *[f"m{i}" for i in range(14)]]
+    layers = [dense, *[moe] * 5]
+    codes = codes_of(["embed", "rope", *[k for layer in layers for k in layer], "final_norm", "lm_head"])
+    starts = np.cumsum([2, *[len(layer) for layer in layers]]).tolist()
+    opens = np.zeros(len(codes), dtype=bool)
+    opens[starts[int(not compiled) : -1]] = True  # eager: the dense layer is not a graph
+    fit = period.PeriodFit(tuple(period.LayerSpan(a, b, 1.0) for a, b in itertools.pairwise(starts[1:])), 16, 0.9, 1.0)
+    found = [(s.start, s.end) for s in period.by_graphs(codes, fit, opens).layers]
+    assert found == list(itertools.pairwise(starts if compiled else starts[1:]))
+
+
+def test_graphs_after_a_run_that_reach_into_the_next_run_are_taken_once() -> None:
+    """Recurrent Gemma compiled per layer: two recurrent layers and an attention layer, the runs found holding the
+    recurrent ones. The graphs taken after one run (copies of earlier graphs) reach into the next run, whose
+    graphs are not taken again."""
+    recurrent, attention = ["norm", *[f"r{i}" for i in range(9)]], ["norm", *[f"a{i}" for i in range(7)]]
+    layers = [recurrent, recurrent, attention] * 3
+    codes = codes_of(["embed", *[k for layer in layers for k in layer], "final_norm", "lm_head"])
+    starts = np.cumsum([1, *[len(layer) for layer in layers]]).tolist()
+    opens = np.zeros(len(codes), dtype=bool)
+    opens[starts[:-1]] = True
+    runs = [(starts[i], starts[i + 1]) for i in (0, 1, 3, 4, 6, 7)]  # the recurrent layers only
+    fit = period.PeriodFit(tuple(period.LayerSpan(a, b, 1.0) for a, b in runs), 10, 0.9, 1.0)
+    found = [(s.start, s.end) for s in period.by_graphs(codes, fit, opens).layers]
+    assert found == list(itertools.pairwise(starts))
 
 
 def test_a_graph_opens_where_inductor_numbers_restart() -> None:

@@ -394,24 +394,35 @@ def by_graphs(
     and may run a kernel of the layer before its norm) to the next graph's. Taken when most found layers start at
     most GRAPH_REACH kernels from a graph's first kernel: the layers and the graphs are in phase (in a model compiled
     whole, graphs hold many layers; cut at the attention, as vLLM does, they start mid-layer). The graphs are taken
-    within each run of found layers; the last of a run ends where the found run ends, or where an earlier graph of
-    the same kernels does, and graphs right after it that repeat an earlier one are layers too. With `force`, the
-    graphs are taken whatever the phase (the caller knows the run's layers are its graphs); with `units` (the
-    codes are one forward pass), also where the found layers are units of graphs of several kinds
-    (`_graphs_of_kinds`)."""
+    within each run of found layers, with the graph that ends where the run begins (`_graph_before`); the last of a
+    run ends where the found run ends, or where an earlier graph of the same kernels does, and graphs right after it
+    that repeat an earlier one are layers too. With `force`, the graphs are taken whatever the phase (the caller
+    knows the run's layers are its graphs); with `units` (the codes are one forward pass), also where the found
+    layers are units of graphs of several kinds (`_graphs_of_kinds`)."""
     spans = _bounds(fit.layers)
     marks = np.flatnonzero(opens)
     near = _distance_to(marks, np.array([a for a, _ in spans])) <= GRAPH_REACH
     if not force and int(near.sum()) * 2 <= len(spans) and not (units and _graphs_of_kinds(spans, marks)):
         return fit
     layers: list[tuple[int, int]] = []
+    median = int(np.median([b - a for a, b in spans]))
     for lo, hi in runs_of_spans(spans):
-        inside = marks[(marks >= lo - GRAPH_REACH) & (marks < hi)].tolist()
-        if inside:
-            layers += _ends_as_copies(codes, list(itertools.pairwise([*inside, hi])), set(marks.tolist()))
+        taken = layers[-1][1] if layers else 0  # graphs after a run may have reached into this one
+        inside = marks[(marks >= max(lo - GRAPH_REACH, taken)) & (marks < hi)].tolist()
+        if inside and hi > taken:
+            opening = _graph_before(marks, inside[0], taken, median)
+            layers += _ends_as_copies(codes, list(itertools.pairwise([*opening, *inside, hi])), set(marks.tolist()))
     if not layers:
         return fit
     return dataclasses.replace(fit if layers == spans else _fit_of(codes, layers), graphs=True)
+
+
+def _graph_before(marks: np.ndarray, first: int, after: int, median: int) -> list[int]:
+    """The opening of the compiled graph that ends where a run of graph layers begins (at `first`), when it opens
+    after `after` (the run before) and is no longer than two `median` layers: a layer of another kind compiled on
+    its own (a dense first layer before MoE ones), which the run's unit left out; an eager prologue has no graph."""
+    before = marks[(marks < first) & (marks >= after)]
+    return [int(before[-1])] if len(before) and first - before[-1] <= 2 * median else []
 
 
 def _graphs_of_kinds(spans: list[tuple[int, int]], marks: np.ndarray) -> bool:
