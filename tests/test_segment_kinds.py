@@ -7,6 +7,7 @@ of each layer: the pieces between marks are halves.
 
 from __future__ import annotations
 
+import itertools
 import json
 import subprocess
 import sys
@@ -110,7 +111,7 @@ def test_a_layer_like_stretch_between_found_layers_is_a_layer(block: list[int], 
 
 def spans_of(lengths_: list[int], start: int = 0) -> period.PeriodFit:
     bounds = np.cumsum([start, *lengths_])
-    layers = tuple(period.LayerSpan(int(a), int(b), 1.0) for a, b in zip(bounds[:-1], bounds[1:], strict=True))
+    layers = tuple(period.LayerSpan(int(a), int(b), 1.0) for a, b in itertools.pairwise(bounds))
     return period.PeriodFit(layers, int(np.median(lengths_)), 0.9, 1.0)
 
 
