@@ -267,6 +267,27 @@ def test_graphs_after_a_run_that_reach_into_the_next_run_are_taken_once() -> Non
     assert found == list(itertools.pairwise(starts))
 
 
+@pytest.mark.parametrize("glue", [True, False])
+def test_a_graph_that_runs_on_into_the_glue_between_passes_ends_as_its_kind(glue: bool) -> None:
+    """Granite hybrid compiled per layer, found over two passes: the last layer's graph runs on to the next
+    pass's first graph, through the epilogue and the next prologue (eager kernels). A graph that is the only one
+    of its kernels and opens as a kind other graphs are, kernel for kernel, ends where that kind ends; one that
+    repeats another kind whole (no glue after it) is kept as it is."""
+    mamba, attention = ["norm", *[f"m{i}" for i in range(9)]], ["norm", *[f"a{i}" for i in range(5)]]
+    between = ["final_norm", "lm_head", "argmax", "embed", "rope"] if glue else []
+    one_pass = [k for layer in [mamba, attention, mamba, attention] for k in layer]
+    names = ["embed", "rope", *one_pass, *between, *one_pass]
+    first = [2, 12, 18, 28]
+    second = [len(one_pass) + len(between) + a for a in first]
+    opens = np.zeros(len(names), dtype=bool)
+    opens[[*first, *second]] = True
+    graphs = list(itertools.pairwise([*first, *second, len(names)]))
+    fit = period.PeriodFit(tuple(period.LayerSpan(a, b, 1.0) for a, b in graphs), 10, 0.9, 1.0)
+    found = [(s.start, s.end) for s in period.by_graphs(codes_of(names), fit, opens).layers]
+    assert found[3] == (28, 34)
+    assert len(found) == 8
+
+
 def test_a_graph_opens_where_inductor_numbers_restart() -> None:
     """Inductor numbers the kernels of each compiled graph from 0 and names a kernel whose code it already made
     (a second identical norm) like the first: that one is followed by later numbers, not by 1."""

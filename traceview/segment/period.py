@@ -414,7 +414,21 @@ def by_graphs(
             layers += _ends_as_copies(codes, list(itertools.pairwise([*opening, *inside, hi])), set(marks.tolist()))
     if not layers:
         return fit
+    layers = _without_glue_after(codes, layers)
     return dataclasses.replace(fit if layers == spans else _fit_of(codes, layers), graphs=True)
+
+
+def _without_glue_after(codes: np.ndarray, graphs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The graphs with each one that is the only one of its kernels and opens as a kind other graphs are, kernel for
+    kernel, ended where that kind ends: the stretch after it up to the next graph's opening is eager glue (a
+    pass's epilogue and the next one's prologue, where a run of graphs found over many passes runs on)."""
+    kinds = collections.Counter(codes[a:b].tobytes() for a, b in graphs)
+    copies = {kind for kind, count in kinds.items() if count >= 2}
+    ended = []
+    for a, b in graphs:
+        length = _longest_copy(codes, a, copies, b - a) if kinds[codes[a:b].tobytes()] == 1 else b - a
+        ended.append((a, a + min(length, b - a)))
+    return ended
 
 
 def _graph_before(marks: np.ndarray, first: int, after: int, median: int) -> list[int]:
