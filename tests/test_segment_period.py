@@ -216,22 +216,23 @@ def test_graphs_that_start_inside_the_layers_are_not_layers() -> None:
     assert period.by_graphs(codes, fit, opens) is fit
 
 
-@pytest.mark.parametrize("units", [True, False])
-def test_units_of_a_dense_and_a_moe_graph_found_out_of_phase_are_their_graphs(units: bool) -> None:
+@pytest.mark.parametrize("pairs", [1, 3])
+def test_units_of_a_dense_and_a_moe_graph_found_out_of_phase_are_their_graphs(pairs: int) -> None:
     """GLM-4.5 with MoE every other layer compiled per layer: a unit of a dense and a MoE layer, found starting at
-    the MoE layer's router (its second graph-like stretch), holds two graph openings at the same offsets in every
-    unit. In one forward pass (`units`) the graphs are the layers; over many passes, such a unit is a whole pass."""
+    the MoE layer's router, holds two graph openings: the graphs are the layers, whatever the phase. A unit of more
+    graphs than MAX_NORMS (three such pairs: a whole forward pass, found over many) is not taken for layers."""
     dense = ["norm", "qkv", *[f"d{i}" for i in range(10)]]
     moe = ["norm", "qkv", *[f"a{i}" for i in range(6)], "router", *[f"e{i}" for i in range(12)]]
-    layers = [dense, moe] * 4
+    layers = [dense, moe] * 12
     codes = codes_of(["embed", *[k for layer in layers for k in layer], "final_norm", "lm_head"])
     starts = np.cumsum([1, *[len(layer) for layer in layers]]).tolist()
     opens = np.zeros(len(codes), dtype=bool)
     opens[starts[:-1]] = True
-    router = [a + len(dense) + 8 for a in starts[0:-1:2]]  # each unit from a MoE layer's router to the next one's
-    fit = period.PeriodFit(tuple(period.LayerSpan(a, b, 1.0) for a, b in itertools.pairwise(router)), 34, 0.9, 1.0)
-    found = period.by_graphs(codes, fit, opens, units=units)
-    assert (found.graphs, found.layers[0].start) == ((True, starts[1]) if units else (False, router[0]))
+    router = [a + len(dense) + 8 for a in starts[0 : -1 : 2 * pairs]]  # each unit from a MoE layer's router on
+    unit = pairs * (len(dense) + len(moe))
+    fit = period.PeriodFit(tuple(period.LayerSpan(a, b, 1.0) for a, b in itertools.pairwise(router)), unit, 0.9, 1.0)
+    found = period.by_graphs(codes, fit, opens)
+    assert (found.graphs, found.layers[0].start) == ((True, starts[1]) if pairs == 1 else (False, router[0]))
 
 
 @pytest.mark.parametrize("compiled", [True, False])

@@ -108,7 +108,6 @@ def find_layers(
     halves: bool = True,
     opens: np.ndarray | None = None,
     graphs: bool = False,
-    graph_units: bool = False,
 ) -> PeriodFit | None:
     """The best layer segmentation of `codes`, or None when nothing repeats at least `min_layers` times.
     `families` (one id per kernel, segment/family.py) tells which different kernels are variants of one operation:
@@ -118,9 +117,7 @@ def find_layers(
     number of layers of a forward pass the user gave (`toward_count`). With `halves`, the layers of every forward pass
     are found again from where their mixers open (`by_mixers`) when that gives an unambiguous answer. `opens` (one
     flag per kernel) marks the first kernel of each compiled graph: layers compiled one by one are those graphs
-    (`by_graphs`; with `graphs`, whatever the phase of the layers found: another step's were the graphs; with
-    `graph_units`, the codes are one forward pass, so a unit that holds graphs of several kinds is layers, not a
-    whole pass)."""
+    (`by_graphs`; with `graphs`, whatever the phase of the layers found: another step's were the graphs)."""
     codes = np.ascontiguousarray(codes, dtype=np.int64)
     if len(codes) < 2 * min_layers:
         return None
@@ -133,7 +130,7 @@ def find_layers(
     fit = split_alternating(codes, best, kinds)
     fit = with_edge_layers(codes, fit) if edges else fit
     fit = by_mixers(codes, fit) if kinds and edges and halves else fit
-    fit = by_graphs(codes, fit, opens, graphs, graph_units) if opens is not None and opens.any() else fit
+    fit = by_graphs(codes, fit, opens, graphs) if opens is not None and opens.any() else fit
     return toward_count(codes, fit, expected) if expected else fit
 
 
@@ -386,9 +383,7 @@ def graph_openings(numbers: np.ndarray) -> np.ndarray:
     return opens
 
 
-def by_graphs(
-    codes: np.ndarray, fit: PeriodFit, opens: np.ndarray, force: bool = False, units: bool = False
-) -> PeriodFit:
+def by_graphs(codes: np.ndarray, fit: PeriodFit, opens: np.ndarray, force: bool = False) -> PeriodFit:
     """Layers compiled one by one (regional compilation: `torch.compile` on each decoder layer): every layer is one
     compiled graph, whatever its kind, from its graph's first kernel (Inductor numbers a graph's kernels from 0,
     and may run a kernel of the layer before its norm) to the next graph's. Taken when most found layers start at
@@ -397,12 +392,12 @@ def by_graphs(
     within each run of found layers, with the graph that ends where the run begins (`_graph_before`); the last of a
     run ends where the found run ends, or where an earlier graph of the same kernels does, and graphs right after it
     that repeat an earlier one are layers too. With `force`, the graphs are taken whatever the phase (the caller
-    knows the run's layers are its graphs); with `units` (the codes are one forward pass), also where the found
-    layers are units of graphs of several kinds (`_graphs_of_kinds`)."""
+    knows the run's layers are its graphs). So are they where the found layers are units of a few graphs of several
+    kinds (`_graphs_of_kinds`), whatever their phase."""
     spans = _bounds(fit.layers)
     marks = np.flatnonzero(opens)
     near = _distance_to(marks, np.array([a for a, _ in spans])) <= GRAPH_REACH
-    if not force and int(near.sum()) * 2 <= len(spans) and not (units and _graphs_of_kinds(spans, marks)):
+    if not force and int(near.sum()) * 2 <= len(spans) and not _graphs_of_kinds(spans, marks):
         return fit
     layers: list[tuple[int, int]] = []
     median = int(np.median([b - a for a, b in spans]))
@@ -440,12 +435,14 @@ def _graph_before(marks: np.ndarray, first: int, after: int, median: int) -> lis
 
 
 def _graphs_of_kinds(spans: list[tuple[int, int]], marks: np.ndarray) -> bool:
-    """Whether most found layers (NORM_SHARE) hold two graph openings or more (positions `marks`) at the same
-    offsets from their start: a unit of layers of several kinds (a dense and a MoE layer), each compiled as a graph
-    of its own, found out of phase with the graphs. Graphs cut at the attention (vLLM) open once a layer."""
-    offsets = [tuple((marks[(marks >= a) & (marks < b)] - a).tolist()) for a, b in spans]
-    usual = collections.Counter(offsets).most_common(1)[0]
-    return len(usual[0]) >= 2 and usual[1] >= NORM_SHARE * len(spans)
+    """Whether most found layers (NORM_SHARE) hold as many graph openings (positions `marks`), two to MAX_NORMS: a
+    unit of layers of several kinds (a dense and a MoE layer), each compiled as a graph of its own, found out of
+    phase with the graphs (a first call of the compiled layers runs other kernels than later calls, so the offsets
+    may differ from one pass to the next). Graphs cut at the attention (vLLM) open once a layer; a forward pass
+    holds its layers' graphs, more than a few."""
+    held = np.searchsorted(marks, [b for _, b in spans]) - np.searchsorted(marks, [a for a, _ in spans])
+    usual = _most_common(held)
+    return 2 <= usual <= MAX_NORMS and (held == usual).mean() >= NORM_SHARE
 
 
 def _distance_to(marks: np.ndarray, at: np.ndarray) -> np.ndarray:
