@@ -187,3 +187,15 @@ def test_a_stall_before_a_pass_shorter_than_the_pass_keeps_the_prologue_in_the_s
         late = times + np.where(np.arange(len(codes)) >= 2, stall, 0)
         found = passes.find_passes(codes, late, late + 500, np.full(len(codes), -1, dtype=np.int64))
         assert (found.step_of == 0).sum() == len(codes) - 4 + kept
+
+
+@pytest.mark.parametrize(("gap", "joined"), [([30, 31], True), ([30, 900], False)])
+def test_runs_a_few_layer_kernels_apart_are_one_run(gap: list[int], joined: bool) -> None:
+    """Exaone-MoE with MoE every other layer: one MoE kind runs a few kernels more than the unit the period found, so
+    those kernels are left between its layers. A stretch shorter than half a layer whose kernels all run in the
+    layers joins the runs around it; one holding a kernel no layer runs (the LM head between two passes) does not."""
+    layer = list(range(10, 40))
+    codes = np.array([*layer, *layer, *gap, *layer, *layer], dtype=np.int64)
+    found = [(0, 30), (30, 60), (62, 92), (92, 122)]
+    runs = passes._across_layer_gaps(codes, found, [[0, 60, 30, 2], [62, 122, 92, 2]], 30)
+    assert runs == ([[0, 122, 92, 4]] if joined else [[0, 60, 30, 2], [62, 122, 92, 2]])

@@ -364,6 +364,7 @@ def _runs(
     if glued:
         found, keep = _without_glue(found, keep, glued)
         runs = _chain(found, keep)
+    runs = _across_layer_gaps(codes, found, runs, typical)
     return _Runs([(a, b) for a, b, _, _ in runs], [r[2] for r in runs], [r[3] for r in runs], typical, found)
 
 
@@ -378,6 +379,26 @@ def _chain(found: list[tuple[int, int]], keep: np.ndarray) -> list[list[int]]:
         else:
             runs.append([start, end, start, 1])
     return runs
+
+
+def _across_layer_gaps(
+    codes: np.ndarray, found: list[tuple[int, int]], runs: list[list[int]], typical: int
+) -> list[list[int]]:
+    """The runs with those joined that a stretch shorter than half a `typical` layer separates whose kernels all run
+    in the found layers: a few kernels a layer of another variant runs more than the unit (one more expert's, in a
+    MoE layer of another kind), not the glue between two passes, which holds the epilogue's and the next prologue's
+    (the LM head, the sampling, the embedding)."""
+    if len(runs) < 2:
+        return runs
+    known = np.unique(np.concatenate([codes[a:b] for a, b in found]))
+    joined = [list(runs[0])]
+    for run in runs[1:]:
+        gap = codes[joined[-1][1] : run[0]]
+        if 2 * len(gap) < typical and np.isin(gap, known).all():
+            joined[-1][1:] = [run[1], run[2], joined[-1][3] + run[3]]
+        else:
+            joined.append(list(run))
+    return joined
 
 
 def _glue_inside(codes: np.ndarray, found: list[tuple[int, int]], runs: list[list[int]]) -> dict[int, tuple[int, int]]:
