@@ -89,11 +89,7 @@ def find_passes(
     # searched from at least one typical layer after its start; layers found from their mixers end where they end
     opening, closing = codes[: groups[0][0][0]], codes[groups[-1][-1][1] :]
     cuts = [
-        _cut(
-            idle,
-            replay,
-            *_glue_range(codes, min(max(a[-1][1], ends[a[-1]] + typical), b[0][0]), b[0][0], opening, closing),
-        )
+        _cut(idle, replay, *_boundary_range(codes, a[-1][1], ends[a[-1]] + typical, b[0][0], (opening, closing)))
         for a, b in itertools.pairwise(groups)
     ]
     threshold = _stray_gap(idle, start_ns, end_ns, runs)
@@ -726,6 +722,20 @@ def _cut(idle: np.ndarray, replay: np.ndarray, lo: int, hi: int) -> int:
     replayed = (replay[candidates] >= 0) | (replay[candidates - 1] >= 0)
     score = idle[candidates].astype(float) + np.where(changed & replayed, 1e18, 0.0)
     return int(candidates[np.argmax(score)])
+
+
+def _boundary_range(
+    codes: np.ndarray, end: int, searched_from: int, start: int, ends: tuple[np.ndarray, np.ndarray]
+) -> tuple[int, int]:
+    """Where the step boundary may fall between a pass whose last layer ends at `end` and the next pass, starting at
+    `start` (`_glue_range`; `ends`: the trace's opening and closing). The glue from `end` on, when it runs as the
+    trace's own epilogue and prologue do; else from `searched_from` on (the last layer found may have been cut
+    short, and the rest of it is no glue)."""
+    opening, closing = ends
+    whole = _glue_range(codes, end, start, opening, closing)
+    if whole != (end, start):
+        return whole
+    return _glue_range(codes, min(max(end, searched_from), start), start, opening, closing)
 
 
 def _glue_range(codes: np.ndarray, lo: int, hi: int, opening: np.ndarray, closing: np.ndarray) -> tuple[int, int]:
