@@ -204,9 +204,10 @@ def test_runs_a_few_layer_kernels_apart_are_one_run(gap: list[int], joined: bool
 def test_the_step_boundary_is_where_the_glue_runs_as_the_traces_own_epilogue_and_prologue() -> None:
     """Exaone-MoE decode: the last layer found ends before the epilogue, but a last layer cut short makes the
     boundary searched from a typical layer after its start, past the next prologue's first kernels. When the
-    kernels from the last layer's end run as the trace's own epilogue and prologue, the boundary is between them."""
+    kernels from the last layer's end are the trace's own epilogue and prologue (as many, or running as they do),
+    the boundary is between them; else it is searched from a typical layer on."""
     opening, closing = np.array([90, 91, 92, 93]), np.array([80])
     codes = np.array([*range(10, 20), 80, 90, 91, 92, 93, *range(10, 20)], dtype=np.int64)
     assert passes._boundary_range(codes, 10, 13, 15, (opening, closing)) == (11, 11)
-    other = np.array([*range(10, 20), 70, 71, 72, 73, 74, *range(10, 20)], dtype=np.int64)  # no such glue
-    assert passes._boundary_range(other, 10, 13, 15, (opening, closing)) == (13, 15)
+    other = np.array([*range(10, 20), 70, 71, 72, 73, 74, 75, *range(10, 20)], dtype=np.int64)  # no such glue
+    assert passes._boundary_range(other, 10, 13, 16, (opening, closing)) == (13, 16)

@@ -728,9 +728,10 @@ def _boundary_range(
     codes: np.ndarray, end: int, searched_from: int, start: int, ends: tuple[np.ndarray, np.ndarray]
 ) -> tuple[int, int]:
     """Where the step boundary may fall between a pass whose last layer ends at `end` and the next pass, starting at
-    `start` (`_glue_range`; `ends`: the trace's opening and closing). The glue from `end` on, when it runs as the
-    trace's own epilogue and prologue do; else from `searched_from` on (the last layer found may have been cut
-    short, and the rest of it is no glue)."""
+    `start` (`_glue_range`; `ends`: the trace's opening and closing). The glue from `end` on, when `_glue_range`
+    places the boundary in it (it is as long as the trace's own epilogue and prologue together, or opens and ends
+    as they do); else from `searched_from` on (the last layer found may have been cut short, and the rest of it is
+    no glue)."""
     opening, closing = ends
     whole = _glue_range(codes, end, start, opening, closing)
     if whole != (end, start):
