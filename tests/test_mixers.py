@@ -201,6 +201,20 @@ def test_runs_a_few_layer_kernels_apart_are_one_run(gap: list[int], joined: bool
     assert runs == ([[0, 122, 92, 4]] if joined else [[0, 60, 30, 2], [62, 122, 92, 2]])
 
 
+@pytest.mark.parametrize("second", [1, 2])
+def test_runs_a_layer_of_another_kind_apart_are_one_run_unless_they_are_alike(second: int) -> None:
+    """AFMoE prefill with one dense layer: the unit is a sliding-window layer, and the full-attention layer after
+    every three is left between runs of one, two or three layers. A stretch that opens and closes as the layers do,
+    of kernels they run, joins runs of different lengths; runs that hold as many layers may be passes, and the
+    stretch their glue (a later check asks whether it holds the trace's first or last kernel)."""
+    sliding, full = [1, *range(10, 27), 9], [1, *range(10, 20), 9]
+    codes = np.array([*sliding * 2, *full, *sliding * second], dtype=np.int64)
+    found = [(0, 19), (19, 38), *[(50 + 19 * i, 69 + 19 * i) for i in range(second)]]
+    runs = [[0, 38, 19, 2], [50, 50 + 19 * second, 31 + 19 * second, second]]
+    joined = passes._across_layer_gaps(codes, found, runs, 19)
+    assert joined == ([[0, 69, 50, 3]] if second == 1 else runs)
+
+
 def test_the_step_boundary_is_where_the_glue_runs_as_the_traces_own_epilogue_and_prologue() -> None:
     """Exaone-MoE decode: the last layer found ends before the epilogue, but a last layer cut short makes the
     boundary searched from a typical layer after its start, past the next prologue's first kernels. When the

@@ -380,17 +380,23 @@ def _chain(found: list[tuple[int, int]], keep: np.ndarray) -> list[list[int]]:
 def _across_layer_gaps(
     codes: np.ndarray, found: list[tuple[int, int]], runs: list[list[int]], typical: int
 ) -> list[list[int]]:
-    """The runs with those joined that a stretch shorter than half a `typical` layer separates whose kernels all run
-    in the found layers: a few kernels a layer of another variant runs more than the unit (one more expert's, in a
-    MoE layer of another kind), not the glue between two passes, which holds the epilogue's and the next prologue's
-    (the LM head, the sampling, the embedding)."""
+    """The runs with those joined that a stretch of kernels the found layers all run separates, when it is shorter
+    than half a `typical` layer (a few kernels a layer of another variant runs more than the unit: one more
+    expert's, in a MoE layer of another kind) or, when the runs hold different numbers of layers (no passes of one
+    kind), when it opens and closes as most layers do (a layer of a kind the unit steps over: the full-attention
+    layer after three sliding ones, in a prefill whose dense first layer leaves a short run). The glue between two
+    passes holds the epilogue's and the next prologue's kernels (the LM head, the sampling, the embedding)."""
     if len(runs) < 2:
         return runs
     known = np.unique(np.concatenate([codes[a:b] for a, b in found]))
+    alike = _close(min(r[3] for r in runs), max(r[3] for r in runs))  # passes of one kind: glue between them
+    opening = period._most_common([codes[a] for a, _ in found])
+    closing = period._most_common([codes[b - 1] for _, b in found])
     joined = [list(runs[0])]
     for run in runs[1:]:
         gap = codes[joined[-1][1] : run[0]]
-        if 2 * len(gap) < typical and np.isin(gap, known).all():
+        layer_like = len(gap) <= 2 * typical and gap[:1].tolist() == [opening] and gap[-1:].tolist() == [closing]
+        if (2 * len(gap) < typical or (layer_like and not alike)) and np.isin(gap, known).all():
             joined[-1][1:] = [run[1], run[2], joined[-1][3] + run[3]]
         else:
             joined.append(list(run))
