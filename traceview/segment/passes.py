@@ -390,8 +390,8 @@ def _across_layer_gaps(
         return runs
     known = np.unique(np.concatenate([codes[a:b] for a, b in found]))
     alike = _close(min(r[3] for r in runs), max(r[3] for r in runs))  # passes of one kind: glue between them
-    opening = period._most_common([codes[a] for a, _ in found])
-    closing = period._most_common([codes[b - 1] for _, b in found])
+    opening = period.most_common([codes[a] for a, _ in found])
+    closing = period.most_common([codes[b - 1] for _, b in found])
     joined = [list(runs[0])]
     for run in runs[1:]:
         gap = codes[joined[-1][1] : run[0]]

@@ -59,6 +59,7 @@ EXTENSION_REACH = 2  # phases after the leftmost extension tried beside the late
 MIXERS_SHARE = 0.75  # of the layers' kernels the layers found from their mixers explain (not a loop inside them)
 NORM_CASTS = 2  # dtype casts a norm may open with (to its weight's dtype, then to float32)
 MAX_NORMS = 4  # norms a layer holds at most (_norm_period)
+MAX_GRAPH_KINDS = 4  # compiled graphs a unit of layers of several kinds holds at most (_graphs_of_kinds)
 NEAR_NORM = 2  # kernels from the first found layer's start to a norm that make it open with that norm (a cast)
 NORM_SHARE = 0.75  # of the layers whose nearest norm kernel is at one offset from their start, to move them there
 EXTENDED_MIN = 8  # the fewest kernels of a layer kind that extends_another looks for inside longer kinds
@@ -145,7 +146,7 @@ def norm_openings(codes: np.ndarray, norms: np.ndarray, casts: np.ndarray) -> np
     kinds, kind_of = np.unique(codes[at], return_inverse=True)
     after_cast = np.bincount(kind_of, weights=before > 0, minlength=len(kinds))
     own = after_cast * 2 > np.bincount(kind_of, minlength=len(kinds))
-    usual = np.array([_most_common(before[kind_of == k]) for k in range(len(kinds))], dtype=np.int64)
+    usual = np.array([most_common(before[kind_of == k]) for k in range(len(kinds))], dtype=np.int64)
     opens = np.zeros(len(norms), dtype=bool)
     opens[at - np.minimum(before, usual[kind_of]) * own[kind_of]] = True  # a cast more than usual is another's
     return opens
@@ -179,7 +180,7 @@ def at_norms(codes: np.ndarray, fit: PeriodFit | None, norms: np.ndarray | None)
     median = int(np.median([b - a for a, b in found]))
     at = np.flatnonzero(norms)
     held = _norms_in(found, at)
-    every = _most_common(held)
+    every = most_common(held)
     candidates = [_between_norms(found[0][0], at, median, len(codes)) if (held == 1).all() else None]
     candidates += [_moved_to_norms(found, norms, median)]
     starts = np.array([a for a, _ in found])
@@ -270,7 +271,7 @@ def _with_layer_before(bounds: list[tuple[int, int]], norms: np.ndarray, median:
     prologue): the stretch before the first layer that opens with a norm (positions `norms`) and holds as many as
     the layers mostly do (two or more: the token mixer's and the channel mixer's), at least a quarter of a `median`
     layer long, with kernels of the prologue left before it."""
-    held = _most_common(_norms_in(bounds, norms))
+    held = most_common(_norms_in(bounds, norms))
     before = norms[norms < bounds[0][0]]
     if held < 2 or len(before) < held or before[-held] == 0 or 4 * (bounds[0][0] - before[-held]) < median:
         return bounds
@@ -316,8 +317,8 @@ def with_gaps_as_layers(codes: np.ndarray, fit: PeriodFit | None) -> PeriodFit |
         return fit
     spans = _bounds(fit.layers)
     median = int(np.median([b - a for a, b in spans]))
-    opening = _most_common([codes[a] for a, _ in spans])
-    closing = _most_common([codes[b - 1] for _, b in spans])
+    opening = most_common([codes[a] for a, _ in spans])
+    closing = most_common([codes[b - 1] for _, b in spans])
     gaps = [
         (a, b)
         for (_, a), (b, _) in itertools.pairwise(spans)
@@ -339,8 +340,8 @@ def with_known_cuts(codes: np.ndarray, fit: PeriodFit | None) -> PeriodFit | Non
     lengths = {len(kind) // codes.itemsize for kind in known}
     moved = list(spans)
     for i, ((a, b), (c, d)) in enumerate(itertools.pairwise(spans)):
-        if b != c or kinds[codes[a:b].tobytes()] > 1 or kinds[codes[c:d].tobytes()] > 1:
-            continue
+        if b != c or moved[i] != (a, b) or kinds[codes[a:b].tobytes()] > 1 or kinds[codes[c:d].tobytes()] > 1:
+            continue  # apart, moved with the layer before, or of a kind other layers are
         cuts = [
             a + n
             for n in lengths
@@ -353,7 +354,7 @@ def with_known_cuts(codes: np.ndarray, fit: PeriodFit | None) -> PeriodFit | Non
     return dataclasses.replace(_fit_of(dense(np.ascontiguousarray(codes, dtype=np.int64)), moved), graphs=fit.graphs)
 
 
-def _most_common(values: Sequence[int] | np.ndarray) -> int:
+def most_common(values: Sequence[int] | np.ndarray) -> int:
     """The value that occurs most often (the smallest of those tied)."""
     kinds, counts = np.unique(np.asarray(values), return_counts=True)
     return int(kinds[np.argmax(counts)])
@@ -435,14 +436,14 @@ def _graph_before(marks: np.ndarray, first: int, after: int, median: int) -> lis
 
 
 def _graphs_of_kinds(spans: list[tuple[int, int]], marks: np.ndarray) -> bool:
-    """Whether most found layers (NORM_SHARE) hold as many graph openings (positions `marks`), two to MAX_NORMS: a
+    """Whether most found layers (NORM_SHARE) hold as many graph openings (positions `marks`), two to MAX_GRAPH_KINDS: a
     unit of layers of several kinds (a dense and a MoE layer), each compiled as a graph of its own, found out of
     phase with the graphs (a first call of the compiled layers runs other kernels than later calls, so the offsets
     may differ from one pass to the next). Graphs cut at the attention (vLLM) open once a layer; a forward pass
     holds its layers' graphs, more than a few."""
     held = np.searchsorted(marks, [b for _, b in spans]) - np.searchsorted(marks, [a for a, _ in spans])
-    usual = _most_common(held)
-    return 2 <= usual <= MAX_NORMS and (held == usual).mean() >= NORM_SHARE
+    usual = most_common(held)
+    return 2 <= usual <= MAX_GRAPH_KINDS and (held == usual).mean() >= NORM_SHARE
 
 
 def _distance_to(marks: np.ndarray, at: np.ndarray) -> np.ndarray:
