@@ -390,12 +390,11 @@ def _across_layer_gaps(
         return runs
     known = np.unique(np.concatenate([codes[a:b] for a, b in found]))
     alike = _close(min(r[3] for r in runs), max(r[3] for r in runs))  # passes of one kind: glue between them
-    opening = period.most_common([codes[a] for a, _ in found])
-    closing = period.most_common([codes[b - 1] for _, b in found])
+    ends = period.layer_ends(codes, found)
     joined = [list(runs[0])]
     for run in runs[1:]:
         gap = codes[joined[-1][1] : run[0]]
-        layer_like = len(gap) <= 2 * typical and gap[:1].tolist() == [opening] and gap[-1:].tolist() == [closing]
+        layer_like = len(gap) <= 2 * typical and period.ends_as_layers(gap, ends)
         if (2 * len(gap) < typical or (layer_like and not alike)) and np.isin(gap, known).all():
             joined[-1][1:] = [run[1], run[2], joined[-1][3] + run[3]]
         else:

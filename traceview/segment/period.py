@@ -146,7 +146,7 @@ def norm_openings(codes: np.ndarray, norms: np.ndarray, casts: np.ndarray) -> np
     kinds, kind_of = np.unique(codes[at], return_inverse=True)
     after_cast = np.bincount(kind_of, weights=before > 0, minlength=len(kinds))
     own = after_cast * 2 > np.bincount(kind_of, minlength=len(kinds))
-    usual = np.array([most_common(before[kind_of == k]) for k in range(len(kinds))], dtype=np.int64)
+    usual = np.array([_most_common(before[kind_of == k]) for k in range(len(kinds))], dtype=np.int64)
     opens = np.zeros(len(norms), dtype=bool)
     opens[at - np.minimum(before, usual[kind_of]) * own[kind_of]] = True  # a cast more than usual is another's
     return opens
@@ -180,7 +180,7 @@ def at_norms(codes: np.ndarray, fit: PeriodFit | None, norms: np.ndarray | None)
     median = int(np.median([b - a for a, b in found]))
     at = np.flatnonzero(norms)
     held = _norms_in(found, at)
-    every = most_common(held)
+    every = _most_common(held)
     candidates = [_between_norms(found[0][0], at, median, len(codes)) if (held == 1).all() else None]
     candidates += [_moved_to_norms(found, norms, median)]
     starts = np.array([a for a, _ in found])
@@ -271,7 +271,7 @@ def _with_layer_before(bounds: list[tuple[int, int]], norms: np.ndarray, median:
     prologue): the stretch before the first layer that opens with a norm (positions `norms`) and holds as many as
     the layers mostly do (two or more: the token mixer's and the channel mixer's), at least a quarter of a `median`
     layer long, with kernels of the prologue left before it."""
-    held = most_common(_norms_in(bounds, norms))
+    held = _most_common(_norms_in(bounds, norms))
     before = norms[norms < bounds[0][0]]
     if held < 2 or len(before) < held or before[-held] == 0 or 4 * (bounds[0][0] - before[-held]) < median:
         return bounds
@@ -317,12 +317,11 @@ def with_gaps_as_layers(codes: np.ndarray, fit: PeriodFit | None) -> PeriodFit |
         return fit
     spans = _bounds(fit.layers)
     median = int(np.median([b - a for a, b in spans]))
-    opening = most_common([codes[a] for a, _ in spans])
-    closing = most_common([codes[b - 1] for _, b in spans])
+    ends = layer_ends(codes, spans)
     gaps = [
         (a, b)
         for (_, a), (b, _) in itertools.pairwise(spans)
-        if 2 * (b - a) >= median and codes[a] == opening and codes[b - 1] == closing
+        if 2 * (b - a) >= median and ends_as_layers(codes[a:b], ends)
     ]
     return _fit_of(dense(np.ascontiguousarray(codes, dtype=np.int64)), sorted(spans + gaps)) if gaps else fit
 
@@ -354,7 +353,17 @@ def with_known_cuts(codes: np.ndarray, fit: PeriodFit | None) -> PeriodFit | Non
     return dataclasses.replace(_fit_of(dense(np.ascontiguousarray(codes, dtype=np.int64)), moved), graphs=fit.graphs)
 
 
-def most_common(values: Sequence[int] | np.ndarray) -> int:
+def layer_ends(codes: np.ndarray, spans: Sequence[tuple[int, int]]) -> tuple[int, int]:
+    """The kernels most of the layers `spans` open and close with (their input norm, their residual add)."""
+    return _most_common([codes[a] for a, _ in spans]), _most_common([codes[b - 1] for _, b in spans])
+
+
+def ends_as_layers(stretch: np.ndarray, ends: tuple[int, int]) -> bool:
+    """Whether a stretch of kernels opens and closes as layers do (`ends`: layer_ends)."""
+    return len(stretch) > 0 and (int(stretch[0]), int(stretch[-1])) == ends
+
+
+def _most_common(values: Sequence[int] | np.ndarray) -> int:
     """The value that occurs most often (the smallest of those tied)."""
     kinds, counts = np.unique(np.asarray(values), return_counts=True)
     return int(kinds[np.argmax(counts)])
@@ -442,7 +451,7 @@ def _graphs_of_kinds(spans: list[tuple[int, int]], marks: np.ndarray) -> bool:
     may differ from one pass to the next). Graphs cut at the attention (vLLM) open once a layer; a forward pass
     holds its layers' graphs, more than a few."""
     held = np.searchsorted(marks, [b for _, b in spans]) - np.searchsorted(marks, [a for a, _ in spans])
-    usual = most_common(held)
+    usual = _most_common(held)
     return 2 <= usual <= MAX_GRAPH_KINDS and (held == usual).mean() >= NORM_SHARE
 
 
