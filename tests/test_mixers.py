@@ -225,3 +225,20 @@ def test_the_step_boundary_is_where_the_glue_runs_as_the_traces_own_epilogue_and
     assert passes._boundary_range(codes, 10, 13, 15, (opening, closing)) == (11, 11)
     other = np.array([*range(10, 20), 70, 71, 72, 73, 74, 75, *range(10, 20)], dtype=np.int64)  # no such glue
     assert passes._boundary_range(other, 10, 13, 16, (opening, closing)) == (13, 16)
+
+
+@pytest.mark.parametrize("glue", [False, True])
+def test_runs_of_one_pass_that_a_layer_of_another_kind_parts_are_joined(glue: bool) -> None:
+    """HY-V4 prefill: a block that every fourth layer runs more (a sparse-attention indexer) parts the runs of the
+    unit's layers, 1, 3 and 3 of them, and the last layer found swallows the epilogue. The stretches hold neither
+    the trace's first kernel nor its last (the LM head, which no whole layer runs): one pass. When they hold the
+    epilogue and the next prologue, they are glue between passes and the runs stay apart."""
+    layer, indexer = list(range(10, 30)), [70, 71, 72, 73, 74, 75]
+    part = [98, 99, *PROLOGUE] if glue else indexer
+    codes = np.array([*PROLOGUE, *layer, *part, *layer * 3, *part, *layer * 3, 98, 99], dtype=np.int64)
+    starts = [5, 25 + len(part), 85 + 2 * len(part)]
+    runs = [(5, 25), (starts[1], starts[1] + 60), (starts[2], len(codes))]
+    found = passes._Runs(runs, [5, starts[1] + 40, starts[2] + 40], [1, 3, 3], 20, [])
+    joined = passes._across_pass_insides(codes, found, np.full(len(codes), -1))
+    assert joined.runs == (runs if glue else [(5, len(codes))])
+    assert joined.counts == ([1, 3, 3] if glue else [7])

@@ -502,3 +502,20 @@ def test_layers_of_two_norms_each_are_found_from_the_norms_alone() -> None:
     found = period.PeriodFit(tuple(period.LayerSpan(a, b, 1.0) for a, b in scans), 2, 0.9, 1.0)
     fit = period.at_norms(codes, found, codes == norm)
     assert fit is not None and [(s.start, s.end) for s in fit.layers] == truth
+
+
+def test_the_anchor_of_a_passes_first_layer_after_the_glue_is_kept() -> None:
+    """GPT-J decode: the anchor (the input norm) also runs as the final norm, fewer kernels than a layer before
+    the next pass's first layer. Both sit among other kernels than the unit's, but the unit runs from the
+    second: it is a layer's, the final norm a stray. An anchor that occurs twice in every layer keeps one
+    occurrence a layer: the one among the unit's neighbours."""
+    layer = [1, *range(10, 18)]
+    glue = [1, 90, 91, 92]  # final norm, LM head, sampling, embedding
+    codes = np.array([*layer * 3, *glue, *layer * 3, *glue], dtype=np.int64)
+    marks = np.flatnonzero(codes == 1)
+    kept = period._without_strays(codes, marks, np.array(layer))
+    assert kept.tolist() == [0, 9, 18, 31, 40, 49, 58]  # the last final norm: no anchor near it
+    twice = [1, 20, 21, 1, 22, 23, 24]  # the unit found between its two occurrences: 1, 20, 21
+    codes = np.array([99, *twice * 4, 98], dtype=np.int64)
+    marks = np.flatnonzero(codes == 1)
+    assert period._without_strays(codes, marks, np.array([1, 22, 23, 24, 1, 20, 21])).tolist() == [4, 11, 18, 25]

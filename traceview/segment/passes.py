@@ -74,10 +74,10 @@ def find_passes(
         return Passes(np.zeros(n, dtype=np.int64), 1 if n else 0, 0, "whole")
     found = _replays_as_passes(codes, found, replay) or found
     mixed = _by_mixers(codes, found)
-    found = mixed or found
+    found = _across_pass_insides(codes, mixed or found, replay)
     groups = _group(found.runs, found.counts)
     alike = len(groups) > 1 and _close(min(found.counts), max(found.counts))  # passes of one kind: no drafter
-    if alike and (_glue_of_loops(found) or not _glue_holds_the_end(codes, found.runs, replay)):
+    if alike and (_glue_of_loops(found) or not _glue_holds_the_end(codes, found.runs, found.last_starts, replay)):
         return Passes(np.zeros(n, dtype=np.int64), 1, 1, "whole")
     spec = None if alike else _speculative(codes, nested=mixed is None and len(groups) == 1)
     found, groups = spec or (found, groups)  # a drafter's passes and a target's verify: the steps are the verifies
@@ -105,24 +105,54 @@ def find_passes(
     return Passes(step_of, len(groups), len(runs), "passes", draft_of)
 
 
-def _glue_holds_the_end(codes: np.ndarray, runs: list[tuple[int, int]], replay: np.ndarray) -> bool:
+def _glue_holds_the_end(
+    codes: np.ndarray, runs: list[tuple[int, int]], last_starts: list[int], replay: np.ndarray
+) -> bool:
     """Whether the stretches between the runs can be the glue between forward passes, which holds what the trace
     opens with (the embedding, or the previous pass's sampling) or what it ends with (the LM head): every stretch
-    holds the trace's first or last kernel. A stretch with neither is part of one pass: a layer of another kind (a
-    prefill's full-attention layer between runs of sliding ones). Of the two ends, those the runs never run are the
-    evidence (a copy kernel that ends the trace and runs in every layer is in every stretch of a pass too); both,
-    when the runs run both. A trace that ends inside a run has no epilogue: its first kernel alone is the evidence,
-    and its runs are taken as they are when the runs run that kernel too. So are runs of CUDA graph replays."""
+    holds the trace's first or last kernel (_own_ends). A stretch with neither is part of one pass: a layer of
+    another kind (a prefill's full-attention layer between runs of sliding ones)."""
+    own = _own_ends(codes, runs, last_starts, replay)
+    return own is None or all(np.isin(own, codes[a:b]).any() for (_, a), (b, _) in itertools.pairwise(runs))
+
+
+def _own_ends(
+    codes: np.ndarray, runs: list[tuple[int, int]], last_starts: list[int], replay: np.ndarray
+) -> np.ndarray | None:
+    """The trace's end kernels that the glue between two forward passes holds one of, or None when every stretch
+    between the runs can be glue. Of the trace's first and last kernel, those the runs never run are the evidence
+    (a copy kernel that ends the trace and runs in every layer is in every stretch of a pass too); both, when the
+    runs run both. A trace that ends inside a run has no epilogue: its first kernel alone is the evidence, and its
+    runs are taken as they are when the runs run that kernel too. So are runs of CUDA graph replays."""
     if (replay[[a for a, _ in runs]] >= 0).any():
-        return True
-    ended_inside = runs[-1][1] >= len(codes)  # the trace ends inside a pass: its last kernel is a layer's
+        return None
+    to_the_end = runs[-1][1] >= len(codes)  # the last layer found runs to the trace's last kernel
+    whole = [codes[a:b] for a, b in runs[:-1]] + [codes[runs[-1][0] : last_starts[-1] if to_the_end else runs[-1][1]]]
+    ran = np.concatenate(whole)
+    ended_inside = to_the_end and bool(np.isin(codes[-1], ran))  # the trace ends inside a pass: a layer's kernel
     ends = np.array([codes[0]] if ended_inside else [codes[0], codes[-1]])
-    own = ends[~np.isin(ends, np.concatenate([codes[a:b] for a, b in runs]))]
+    own = ends[~np.isin(ends, ran)]
     if not len(own):
-        if ended_inside:
-            return True
-        own = ends
-    return all(np.isin(own, codes[a:b]).any() for (_, a), (b, _) in itertools.pairwise(runs))
+        return None if ended_inside else ends
+    return own
+
+
+def _across_pass_insides(codes: np.ndarray, found: _Runs, replay: np.ndarray) -> _Runs:
+    """The runs, those of different numbers of layers (no passes of one kind) joined across each stretch that holds
+    neither of the trace's own ends (_own_ends): a stretch inside one pass, such as a layer of another kind that
+    the found unit steps over (an indexer that every fourth layer runs more, in a trace of one prefill)."""
+    if len(found.runs) < 2 or _close(min(found.counts), max(found.counts)):
+        return found
+    own = _own_ends(codes, found.runs, found.last_starts, replay)
+    if own is None:
+        return found
+    runs, last_starts, counts = [found.runs[0]], [found.last_starts[0]], [found.counts[0]]
+    for run, last, count in zip(found.runs[1:], found.last_starts[1:], found.counts[1:], strict=True):
+        if np.isin(own, codes[runs[-1][1] : run[0]]).any():
+            runs.append(run), last_starts.append(last), counts.append(count)
+        else:
+            runs[-1], last_starts[-1], counts[-1] = (runs[-1][0], run[1]), last, counts[-1] + count
+    return _Runs(runs, last_starts, counts, found.typical, found.spans, found.by_glue)
 
 
 def _glue_of_loops(found: _Runs) -> bool:

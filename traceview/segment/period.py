@@ -1055,14 +1055,30 @@ def _without_strays(codes: np.ndarray, marks: np.ndarray, unit: np.ndarray) -> n
     """The anchor's occurrences without those that come sooner than one unit after or before another and sit
     among other kernels than in the unit: the same kernel in a prologue or epilogue (a position update in
     generate(), which can come most of a unit after the last layer's anchor). A dense layer before MoE layers, or
-    a MoE layer that ran fewer experts, is short too, but its anchor has the unit's neighbours."""
+    a MoE layer that ran fewer experts, is short too, but its anchor has the unit's neighbours. So is a pass's first
+    layer after the glue, whose anchor the unit runs from (_opens_unit) when the occurrences it is near are strays
+    too (the final norm of the pass before; not an anchor that occurs twice in a layer, among its neighbours)."""
     if len(marks) <= MIN_LAYERS:
         return marks
     short = np.diff(marks) < len(unit)
     near_short = np.concatenate([[False], short]) | np.concatenate([short, [False]])
-    keep = [not near or _among_unit_neighbours(codes, int(m), unit) for m, near in zip(marks, near_short, strict=True)]
-    kept = marks[np.array(keep, dtype=bool)]
+    among = np.array(
+        [not near or _among_unit_neighbours(codes, int(m), unit) for m, near in zip(marks, near_short, strict=True)]
+    )
+    near_kept = np.concatenate([[False], short & among[:-1]]) | np.concatenate([short & among[1:], [False]])
+    keep = among | np.array(
+        [not near and _opens_unit(codes, int(m), unit) for m, near in zip(marks, near_kept | among, strict=True)]
+    )
+    kept = marks[keep]
     return kept if len(kept) >= MIN_LAYERS else marks
+
+
+def _opens_unit(codes: np.ndarray, mark: int, unit: np.ndarray) -> bool:
+    """Whether the unit runs from `mark` on, position by position as consecutive layers agree (AGREEING: a matmul
+    of another variant in another step): the anchor of a pass's first layer, which the glue before it (the previous
+    pass's epilogue, this one's prologue) leaves among other kernels."""
+    ahead = codes[mark : mark + len(unit)]
+    return len(ahead) == len(unit) and float(np.mean(ahead == unit)) >= AGREEING
 
 
 def _among_unit_neighbours(codes: np.ndarray, mark: int, unit: np.ndarray, width: int = 2) -> bool:
