@@ -519,3 +519,16 @@ def test_the_anchor_of_a_passes_first_layer_after_the_glue_is_kept() -> None:
     codes = np.array([99, *twice * 4, 98], dtype=np.int64)
     marks = np.flatnonzero(codes == 1)
     assert period._without_strays(codes, marks, np.array([1, 22, 23, 24, 1, 20, 21])).tolist() == [4, 11, 18, 25]
+
+
+@pytest.mark.parametrize("last", [9, 8])
+def test_a_layer_of_another_matmul_variant_before_the_glue_ends_one_unit_on(last: int) -> None:
+    """BioGPT decode: one step ran another cuBLAS kernel for every projection, so its last layer holds none of the
+    unit's closing kernels and its segment runs on over the glue to the next pass's first layer. A segment over
+    twice the unit with no closing of the unit's ends one unit on when the kernel there is the unit's last (the
+    residual add); else (a sub-unit of a layer, whose next kernel is another) it stays for acceptance to judge."""
+    unit = np.array([1, 10, 11, 12, 13, 9])
+    variant = [1, 10, 11, 12, 14, last]  # the matmul right before the add is another kernel
+    codes = np.array([*variant, 90, 91, 92, 93, 94, 95, 96, 1], dtype=np.int64)
+    trimmed = period._trim(codes, np.array([[0, 14]]), unit)
+    assert trimmed.tolist() == ([[0, 6]] if last == 9 else [[0, 14]])

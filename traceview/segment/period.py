@@ -1477,4 +1477,6 @@ def _trim(codes: np.ndarray, bounds: np.ndarray, unit: np.ndarray) -> np.ndarray
         inside = hits[(hits > start + length // 2) & (hits <= end)]
         if len(inside):
             out[i, 1] = inside[np.argmin(np.abs(inside - start - length))]
+        elif end - start > 2 * length and codes[start + length - 1] == unit[-1]:
+            out[i, 1] = start + length  # a variant of the unit (another matmul kernel before its last), then glue
     return out
