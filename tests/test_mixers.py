@@ -242,3 +242,18 @@ def test_runs_of_one_pass_that_a_layer_of_another_kind_parts_are_joined(glue: bo
     joined = passes._across_pass_insides(codes, found, np.full(len(codes), -1))
     assert joined.runs == (runs if glue else [(5, len(codes))])
     assert joined.counts == ([1, 3, 3] if glue else [7])
+
+
+def test_alike_runs_parted_inside_passes_and_between_them_join_only_inside() -> None:
+    """Exaone 4 compiled: three sliding-window layers to one full, each pass's runs two layers long (the unit is
+    two sliding layers), parted by the other two layers inside a pass and by the glue between passes. The runs
+    are alike, but only the glue holds the trace's own ends (the embedding's first kernel, the LM head): the runs
+    join inside each pass, and the passes stay two."""
+    pair, other, glue = list(range(10, 30)), list(range(40, 60)), [98, 99, *PROLOGUE]
+    one = [*pair, *other, *pair, *other]
+    codes = np.array([*PROLOGUE, *one, *glue, *one, 98, 99], dtype=np.int64)
+    second = 5 + len(one) + len(glue)
+    runs = [(5, 25), (45, 65), (second, second + 20), (second + 40, second + 60)]
+    found = passes._Runs(runs, [a + 10 for a, _ in runs], [2, 2, 2, 2], 10, [])
+    joined = passes._across_pass_insides(codes, found, np.full(len(codes), -1))
+    assert joined.runs == [(5, 65), (second, second + 60)]

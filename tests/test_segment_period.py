@@ -292,8 +292,20 @@ def test_a_graph_that_runs_on_into_the_glue_between_passes_ends_as_its_kind(glue
 def test_a_graph_opens_where_inductor_numbers_restart() -> None:
     """Inductor numbers the kernels of each compiled graph from 0 and names a kernel whose code it already made
     (a second identical norm) like the first: that one is followed by later numbers, not by 1."""
-    numbers = np.array([-1, 0, -1, 1, 2, 0, -1, 3, -1, 0, 1, -1, 0])
-    assert np.flatnonzero(period.graph_openings(numbers)).tolist() == [1, 9]
+    numbers = np.array([-1, 0, -1, 1, 2, 0, -1, 3, 0, 1, -1, 0])
+    assert np.flatnonzero(period.graph_openings(numbers)).tolist() == [1, 8]
+
+
+def test_a_graph_opens_at_the_extern_kernels_before_its_kernel_0() -> None:
+    """Exaone 4 compiled layer by layer: a post-norm layer opens with its query projection, a cuBLAS kernel that
+    Inductor does not number, run before the graph's kernel 0. Where graphs follow graphs with such a kernel
+    between the last numbered kernel of one and kernel 0 of the next, every graph opens that many kernels early -
+    the first after the eager prologue too."""
+    graph = [-1, 0, 1, -1, 2]
+    numbers = np.array([-1, -1, -1, *graph * 3, -1, -1])
+    assert np.flatnonzero(period.graph_openings(numbers)).tolist() == [3, 8, 13]
+    numbers = np.array([-1, -1, -1, *[0, 1, -1, 2] * 3, -1, -1])  # a graph that opens with kernel 0
+    assert np.flatnonzero(period.graph_openings(numbers)).tolist() == [3, 7, 11]
 
 
 def test_compiled_layers_at_the_end_of_a_run_are_copies_of_earlier_ones() -> None:

@@ -74,7 +74,11 @@ def find_passes(
         return Passes(np.zeros(n, dtype=np.int64), 1 if n else 0, 0, "whole")
     found = _replays_as_passes(codes, found, replay) or found
     mixed = _by_mixers(codes, found)
-    found = _across_pass_insides(codes, mixed or found, replay)
+    found = mixed or found
+    inside = _across_pass_insides(codes, found, replay)
+    if len(inside.runs) == 1 < len(found.runs):  # every stretch between the runs is inside one pass
+        return Passes(np.zeros(n, dtype=np.int64), 1, 1, "whole")
+    found = inside
     groups = _group(found.runs, found.counts)
     alike = len(groups) > 1 and _close(min(found.counts), max(found.counts))  # passes of one kind: no drafter
     if alike and (_glue_of_loops(found) or not _glue_holds_the_end(codes, found.runs, found.last_starts, replay)):
@@ -138,10 +142,11 @@ def _own_ends(
 
 
 def _across_pass_insides(codes: np.ndarray, found: _Runs, replay: np.ndarray) -> _Runs:
-    """The runs, those of different numbers of layers (no passes of one kind) joined across each stretch that holds
-    neither of the trace's own ends (_own_ends): a stretch inside one pass, such as a layer of another kind that
-    the found unit steps over (an indexer that every fourth layer runs more, in a trace of one prefill)."""
-    if len(found.runs) < 2 or _close(min(found.counts), max(found.counts)):
+    """The runs joined across each stretch that holds neither of the trace's own ends (_own_ends): a stretch inside
+    one pass, such as a layer of another kind that the found unit steps over (an indexer that every fourth layer
+    runs more, in a trace of one prefill; the two layers after every two alike, the second a full-attention one, in
+    a pass of three sliding-window layers to one full)."""
+    if len(found.runs) < 2:
         return found
     own = _own_ends(codes, found.runs, found.last_starts, replay)
     if own is None:

@@ -388,9 +388,27 @@ def graph_openings(numbers: np.ndarray) -> np.ndarray:
     zeros = np.flatnonzero(numbers == 0)
     following = np.searchsorted(numbered, zeros)
     known = following < len(numbered)
+    zeros = zeros[known][numbers[numbered[following[known]]] == 1]
     opens = np.zeros(len(numbers), dtype=bool)
-    opens[zeros[known]] = numbers[numbered[following[known]]] == 1
+    opens[zeros - _extern_opening(numbers, zeros)] = True
     return opens
+
+
+def _extern_opening(numbers: np.ndarray, zeros: np.ndarray) -> int:
+    """How many kernels Inductor does not number (extern kernels: a cuBLAS matmul) open each compiled graph before
+    its kernel 0 (`zeros`): the most common count of them between a graph's kernel 0 and the kernel the graph before
+    numbered, where at most GRAPH_REACH lie there (a post-norm layer opens with its query projection); 0 when graphs
+    follow graphs with no such kernel. The first graph after eager kernels opens the same way."""
+    extern = np.zeros(len(zeros), dtype=np.int64)
+    ended = np.zeros(len(zeros), dtype=bool)  # a numbered kernel lies at most GRAPH_REACH kernels before
+    for back in range(1, GRAPH_REACH + 2):
+        at = zeros - back
+        inside = (at >= 0) & ~ended & (extern == back - 1)
+        numbered = inside & (numbers[np.maximum(at, 0)] >= 0)
+        ended |= numbered
+        extern += inside & ~numbered
+    counts = np.bincount(extern[ended], minlength=1)
+    return int(np.argmax(counts)) if ended.any() else 0
 
 
 def by_graphs(codes: np.ndarray, fit: PeriodFit, opens: np.ndarray, force: bool = False) -> PeriodFit:
