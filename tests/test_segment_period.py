@@ -544,3 +544,20 @@ def test_a_layer_of_another_matmul_variant_before_the_glue_ends_one_unit_on(last
     codes = np.array([*variant, 90, 91, 92, 93, 94, 95, 96, 1], dtype=np.int64)
     trimmed = period._trim(codes, np.array([[0, 14]]), unit)
     assert trimmed.tolist() == ([[0, 6]] if last == 9 else [[0, 14]])
+
+
+@pytest.mark.parametrize("opens_like_a_layer", [True, False])
+def test_a_block_found_after_a_whole_layer_that_opens_as_layers_do_opens_the_next(opens_like_a_layer: bool) -> None:
+    """Zamba: every sixth Mamba layer runs the shared attention block first (a concatenation with the embedding,
+    then its norm). The unit's phase put the block at the end of the layer before, which is then a Mamba layer
+    whole plus the block: the block opens as layers open (their first kernel one kernel in) and goes to the next
+    layer. A block that does not open so (a layer's own tail) stays."""
+    mamba = [1, 2, 3, 4, 5, 6, 7, 8, 9]
+    block = [50, 1, 51, 52, 53, 54] if opens_like_a_layer else [50, 55, 51, 52, 53, 54]
+    layers = [mamba, mamba, [*mamba, *block], mamba, mamba, [*mamba, *block], mamba, mamba]
+    codes = np.array([90, *itertools.chain.from_iterable(layers), 91], dtype=np.int64)
+    bounds = list(itertools.pairwise(itertools.accumulate([1, *map(len, layers)])))
+    fit = period.PeriodFit(tuple(period.LayerSpan(a, b, 1.0) for a, b in bounds), 9, 0.9, 1.0)
+    found = [(s.start, s.end) for s in period.with_blocks_before_their_layers(codes, fit).layers]
+    moved = [(1, 10), (10, 19), (19, 28), (28, 43), (43, 52), (52, 61), (61, 76), (76, 85)]
+    assert found == (moved if opens_like_a_layer else bounds)

@@ -353,6 +353,31 @@ def with_known_cuts(codes: np.ndarray, fit: PeriodFit | None) -> PeriodFit | Non
     return dataclasses.replace(_fit_of(dense(np.ascontiguousarray(codes, dtype=np.int64)), moved), graphs=fit.graphs)
 
 
+def with_blocks_before_their_layers(codes: np.ndarray, fit: PeriodFit | None) -> PeriodFit | None:
+    """The fit with a block found at the end of a layer moved to the start of the next one: where a found layer is
+    a kind other layers are, whole, plus a block of EXTENDED_BY kernels or more after it that opens as the layers
+    open (their first kernel, at most NEAR_NORM kernels in), the block opens the next layer (Zamba's shared
+    attention block, which concatenates the embedding to its input before its norm, runs before the Mamba layer it
+    belongs to; the unit's phase put it after the Mamba layer before). A layer opens with its norm: what follows a
+    whole layer's residual add and opens with a norm is the next layer's."""
+    if fit is None or len(fit.layers) < 3:
+        return fit
+    spans = _bounds(fit.layers)
+    opening, _ = layer_ends(codes, spans)
+    kinds = {codes[a:b].tobytes(): b - a for a, b in spans}
+    moved = list(spans)
+    for i, ((a, b), (c, d)) in enumerate(itertools.pairwise(spans)):
+        if b != c or moved[i] != (a, b):
+            continue
+        whole = [n for kind, n in kinds.items() if n <= b - a - EXTENDED_BY and codes[a : a + n].tobytes() == kind]
+        cut = a + max(whole, default=0)
+        if whole and opening in codes[cut : cut + NEAR_NORM + 1]:
+            moved[i], moved[i + 1] = (a, cut), (cut, d)
+    if moved == spans:
+        return fit
+    return dataclasses.replace(_fit_of(dense(np.ascontiguousarray(codes, dtype=np.int64)), moved), graphs=fit.graphs)
+
+
 def layer_ends(codes: np.ndarray, spans: Sequence[tuple[int, int]]) -> tuple[int, int]:
     """The kernels most of the layers `spans` open and close with (their input norm, their residual add)."""
     return _most_common([codes[a] for a, _ in spans]), _most_common([codes[b - 1] for _, b in spans])

@@ -381,6 +381,7 @@ def _solve_steps(
         fit = fit if fit is None or fit.graphs else period.at_norms(codes[lo:hi], fit, norms.openings(codes[lo:hi]))
         fit = fit if fit is None or fit.graphs else period.with_gaps_as_layers(codes[lo:hi], fit)
         fit = period.with_known_cuts(codes[lo:hi], fit)
+        fit = period.with_blocks_before_their_layers(codes[lo:hi], fit)
         fit = period.with_edge_copies(codes[lo:hi], fit)
         return period.verify_pass(codes[lo:hi], fit, spec.MIN_VERIFY_LAYERS) if verify[lo] else fit
 
