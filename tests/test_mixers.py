@@ -257,3 +257,18 @@ def test_alike_runs_parted_inside_passes_and_between_them_join_only_inside() -> 
     found = passes._Runs(runs, [a + 10 for a, _ in runs], [2, 2, 2, 2], 10, [])
     joined = passes._across_pass_insides(codes, found, np.full(len(codes), -1))
     assert joined.runs == [(5, 65), (second, second + 60)]
+
+
+@pytest.mark.parametrize("glue_holds_an_end", [True, False])
+def test_glue_that_a_passs_last_layer_swallowed_is_cut_out_where_it_holds_the_traces_ends(
+    glue_holds_an_end: bool,
+) -> None:
+    """Mamba-2 decode: the epilogue and the next prologue (13 kernels against a layer's 103) sit inside each pass's
+    last layer, so the layers run back to back across passes: one run. The block after a whole layer holds the
+    trace's first kernel (the previous step's sampling, which no layer runs): glue, cut out of the span. A block
+    holding neither end is a layer's own."""
+    layer, sampling = list(range(10, 30)), 99
+    glue = [1, 2, sampling, 3] if glue_holds_an_end else [1, 2, 4, 3]
+    codes = np.array([sampling, 5, *layer * 2, *glue, *layer * 2, 1, 2, 6], dtype=np.int64)
+    found = [(2, 22), (22, 46), (46, 66), (66, 86)]
+    assert passes._ends_inside(codes, found) == ({1: (42, 46)} if glue_holds_an_end else {})

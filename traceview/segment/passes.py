@@ -391,7 +391,7 @@ def _runs(
         held = np.searchsorted(restarts, bounds[:, 1]) - np.searchsorted(restarts, bounds[:, 0], side="right")
         keep &= held != 1  # one pass's end and the next one's start; spans of many replays are whole iterations
     runs = _chain(found, keep)
-    glued = _glue_inside(codes, found, runs)
+    glued = _glue_inside(codes, found, runs) or _ends_inside(codes, found)
     if glued:
         found, keep = _without_glue(found, keep, glued)
         runs = _chain(found, keep)
@@ -457,6 +457,28 @@ def _glue_inside(codes: np.ndarray, found: list[tuple[int, int]], runs: list[lis
         holding = dict(zip(span[inside].tolist(), hits[inside].tolist(), strict=True))
         if len(holding) * 2 < len(found):
             held |= {i: (hit, hit + len(gram)) for i, hit in holding.items()}
+    return held
+
+
+def _ends_inside(codes: np.ndarray, found: list[tuple[int, int]]) -> dict[int, tuple[int, int]]:
+    """Per span that is another span's kernels whole (else the span's before it: layers grow step by step) plus a
+    block after them holding the trace's first or last kernel, where that block is (see _glue_inside): the glue
+    between two passes that a pass's last layer swallowed when no stretch between runs shows it (a small model's
+    epilogue and prologue, a few kernels against a layer's hundred, inside one run). The trace's ends are the
+    evidence when fewer than half the spans run them (the previous step's sampling, the LM head), as the kernels of
+    a layer's own are not."""
+    if not found:
+        return {}
+    spans = [codes[a:b].tobytes() for a, b in found]
+    kinds = {kind: len(kind) // codes.itemsize for kind in spans}
+    lengths = [b - a for a, b in found]
+    ends = [end for end in {int(codes[0]), int(codes[-1])} if sum(end in codes[a:b] for a, b in found) * 2 < len(found)]
+    held: dict[int, tuple[int, int]] = {}
+    for i, (a, b) in enumerate(found):
+        before = lengths[i - 1] if i else lengths[i + 1 if len(found) > 1 else i]  # a layer beside, of this pass
+        whole = max([n for kind, n in kinds.items() if n < b - a and spans[i].startswith(kind)], default=before)
+        if whole < b - a and any(end in codes[a + whole : b] for end in ends):
+            held[i] = (a + whole, b)
     return held
 
 
