@@ -561,3 +561,32 @@ def test_a_block_found_after_a_whole_layer_that_opens_as_layers_do_opens_the_nex
     found = [(s.start, s.end) for s in period.with_blocks_before_their_layers(codes, fit).layers]
     moved = [(1, 10), (10, 19), (19, 28), (28, 43), (43, 52), (52, 61), (61, 76), (76, 85)]
     assert found == (moved if opens_like_a_layer else bounds)
+
+
+@pytest.mark.parametrize("doubled", [True, False])
+def test_a_norm_right_before_the_first_layers_norm_is_the_first_layers(doubled: bool) -> None:
+    """RWKV: block 0 normalises the embedding (`ln0`) right before its input norm, which every block opens with.
+    The first layer takes it: two norms back to back. Another kernel before the first layer stays before it."""
+    layer = [1, 10, 11, 12, 13]
+    codes = np.array([90, 1 if doubled else 91, *layer * 4, 92], dtype=np.int64)
+    fit = period.PeriodFit(tuple(period.LayerSpan(2 + 5 * i, 7 + 5 * i, 1.0) for i in range(4)), 5, 0.9, 1.0)
+    found = [(s.start, s.end) for s in period.with_doubled_opening(codes, fit).layers]
+    assert found[0] == ((1, 7) if doubled else (2, 7))
+    assert found[1:] == [(7, 12), (12, 17), (17, 22)]
+
+
+def test_a_few_kernels_after_a_whole_layer_inside_the_pass_are_in_no_layer() -> None:
+    """RWKV halves its hidden state after every sixth block, between two layer calls: the layer before is a whole
+    layer plus that kernel, which is left out. A first layer's extra kernels (its own, as a first layer's cast)
+    stay; so does a layer that is no other whole plus a few kernels."""
+    layer = [1, 10, 11, 12, 13]
+    layers = [[*layer, 5], layer, [*layer, 50], layer, layer]
+    codes = np.array([90, *itertools.chain.from_iterable(layers), 92], dtype=np.int64)
+    bounds = list(itertools.pairwise(itertools.accumulate([1, *map(len, layers)])))
+    fit = period.PeriodFit(tuple(period.LayerSpan(a, b, 1.0) for a, b in bounds), 5, 0.9, 1.0)
+    found = [(s.start, s.end) for s in period.without_kernels_between(codes, fit).layers]
+    assert found == [(1, 7), (7, 12), (12, 17), (18, 23), (23, 28)]
+    windows = [(s.start, end) for s, end in pipeline._windows(period.without_kernels_between(codes, fit).layers)]
+    assert windows == [(1, 7), (7, 12), (12, 17), (18, 23), (23, 28)]  # the halving stays in no layer
+    wide = (period.LayerSpan(0, 5, 1.0), period.LayerSpan(9, 14, 1.0))
+    assert [(s.start, end) for s, end in pipeline._windows(wide)] == [(0, 9), (9, 14)]  # a part its unit left out

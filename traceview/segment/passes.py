@@ -153,8 +153,10 @@ def _across_pass_insides(codes: np.ndarray, found: _Runs, replay: np.ndarray) ->
         return found
     runs, last_starts, counts = [found.runs[0]], [found.last_starts[0]], [found.counts[0]]
     for run, last, count in zip(found.runs[1:], found.last_starts[1:], found.counts[1:], strict=True):
-        if np.isin(own, codes[runs[-1][1] : run[0]]).any():
-            runs.append(run), last_starts.append(last), counts.append(count)
+        if np.isin(own, codes[runs[-1][1] : run[0]]).any():  # glue between two passes
+            runs.append(run)
+            last_starts.append(last)
+            counts.append(count)
         else:
             runs[-1], last_starts[-1], counts[-1] = (runs[-1][0], run[1]), last, counts[-1] + count
     return _Runs(runs, last_starts, counts, found.typical, found.spans, found.by_glue)
@@ -475,8 +477,8 @@ def _ends_inside(codes: np.ndarray, found: list[tuple[int, int]]) -> dict[int, t
     ends = [end for end in {int(codes[0]), int(codes[-1])} if sum(end in codes[a:b] for a, b in found) * 2 < len(found)]
     held: dict[int, tuple[int, int]] = {}
     for i, (a, b) in enumerate(found):
-        before = lengths[i - 1] if i else lengths[i + 1 if len(found) > 1 else i]  # a layer beside, of this pass
-        whole = max([n for kind, n in kinds.items() if n < b - a and spans[i].startswith(kind)], default=before)
+        beside = lengths[i - 1] if i else lengths[min(1, len(found) - 1)]  # a layer of this pass
+        whole = max([n for kind, n in kinds.items() if n < b - a and spans[i].startswith(kind)], default=beside)
         if whole < b - a and any(end in codes[a + whole : b] for end in ends):
             held[i] = (a + whole, b)
     return held

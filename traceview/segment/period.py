@@ -303,8 +303,7 @@ def with_edge_copies(codes: np.ndarray, fit: PeriodFit | None) -> PeriodFit | No
     before = [(n - b, n - a) for a, b in reversed(reversed_before)]
     if not before and not after:
         return fit
-    found = _fit_of(dense(np.ascontiguousarray(codes, dtype=np.int64)), [*before, *spans, *after])
-    return dataclasses.replace(found, graphs=fit.graphs)
+    return _refit(codes, fit, [*before, *spans, *after])
 
 
 def with_gaps_as_layers(codes: np.ndarray, fit: PeriodFit | None) -> PeriodFit | None:
@@ -350,7 +349,7 @@ def with_known_cuts(codes: np.ndarray, fit: PeriodFit | None) -> PeriodFit | Non
             moved[i], moved[i + 1] = (a, cuts[0]), (cuts[0], d)
     if moved == spans:
         return fit
-    return dataclasses.replace(_fit_of(dense(np.ascontiguousarray(codes, dtype=np.int64)), moved), graphs=fit.graphs)
+    return _refit(codes, fit, moved)
 
 
 def with_blocks_before_their_layers(codes: np.ndarray, fit: PeriodFit | None) -> PeriodFit | None:
@@ -375,7 +374,42 @@ def with_blocks_before_their_layers(codes: np.ndarray, fit: PeriodFit | None) ->
             moved[i], moved[i + 1] = (a, cut), (cut, d)
     if moved == spans:
         return fit
-    return dataclasses.replace(_fit_of(dense(np.ascontiguousarray(codes, dtype=np.int64)), moved), graphs=fit.graphs)
+    return _refit(codes, fit, moved)
+
+
+def with_doubled_opening(codes: np.ndarray, fit: PeriodFit | None) -> PeriodFit | None:
+    """The fit with its first layer opening one kernel earlier when the kernel right before it is the kernel the
+    layers open with (two norms back to back): a block's own norm before its input norm (RWKV's first block
+    normalises the embedding, `ln0`, then opens as every block does). A model's own embedding norm is as likely
+    kernel for kernel; pipeline's doubt names both readings."""
+    if fit is None or len(fit.layers) < 2:
+        return fit
+    spans = _bounds(fit.layers)
+    (first, end), opening = spans[0], layer_ends(codes, spans)[0]
+    if first == 0 or codes[first - 1] != opening or codes[first] != opening:
+        return fit
+    return _refit(codes, fit, [(first - 1, end), *spans[1:]])
+
+
+def without_kernels_between(codes: np.ndarray, fit: PeriodFit | None) -> PeriodFit | None:
+    """The fit with the few kernels (fewer than EXTENDED_BY) after a layer inside the pass left out of it, where the
+    layer is a kind other layers are, whole, plus those kernels: the model's own work between two layer calls (RWKV
+    halves its hidden state every few blocks), which no layer runs there."""
+    if fit is None or len(fit.layers) < 3:
+        return fit
+    spans = _bounds(fit.layers)
+    kinds = {codes[a:b].tobytes(): b - a for a, b in spans}
+    trimmed = list(spans)
+    for i in range(1, len(spans) - 1):  # a first layer's extra kernels are its own; the last one's, the epilogue's
+        (a, b), following = spans[i], spans[i + 1][0]
+        whole = [
+            n for kind, n in kinds.items() if b - a - EXTENDED_BY < n < b - a and codes[a : a + n].tobytes() == kind
+        ]
+        if whole and b == following:
+            trimmed[i] = (a, a + max(whole))
+    if trimmed == spans:
+        return fit
+    return _refit(codes, fit, trimmed)
 
 
 def layer_ends(codes: np.ndarray, spans: Sequence[tuple[int, int]]) -> tuple[int, int]:
@@ -570,6 +604,11 @@ def verify_pass(codes: np.ndarray, fit: PeriodFit | None, min_layers: int) -> Pe
         ):
             spans = passes[0]
     return _fit_of(codes, spans) if spans else fit
+
+
+def _refit(codes: np.ndarray, fit: PeriodFit, spans: list[tuple[int, int]]) -> PeriodFit:
+    """A fit of the layers `spans` of `codes` (a step's raw codes) that keeps whether `fit`'s layers are graphs."""
+    return dataclasses.replace(_fit_of(dense(np.ascontiguousarray(codes, dtype=np.int64)), spans), graphs=fit.graphs)
 
 
 def _fit_of(codes: np.ndarray, spans: list[tuple[int, int]]) -> PeriodFit:

@@ -239,22 +239,27 @@ def _period_layers(con: duckdb.DuckDBPyConnection, run_id: int, expected: int | 
     The repeating unit is searched among the kernels of each step's main stream (the stream with most
     kernels), in execution order; identical steps are solved once. Kernels of other streams, memory copies
     and sets join the layer in whose window (from its first kernel to the next layer's first kernel) they
-    start.
+    start; the main stream's kernels between two layers are placed by `_windows`.
     """
-    data = con.execute(
+    con.execute(
         """
+        CREATE OR REPLACE TEMP TABLE _seg_main AS
         WITH k AS (
             SELECT k.* FROM _seg_k k JOIN _seg_choice c USING (rank, step)
             WHERE c.method = 'period' AND k.draft_pass IS NULL
         ), streams AS (
             SELECT rank, step, stream_id, count(*) AS n FROM k WHERE kind = 'kernel' GROUP BY ALL
-        ), main AS (
-            SELECT rank, step, arg_max(stream_id, n) AS stream_id FROM streams GROUP BY ALL
         )
+        SELECT rank, step, arg_max(stream_id, n) AS stream_id FROM streams GROUP BY ALL
+        """
+    )
+    data = con.execute(
+        """
         SELECT k.rank, k.step, k.activity_id, k.code, k.inductor_number,
                (k.rank, k.step) IN (SELECT (rank, step) FROM _seg_k WHERE draft_pass IS NOT NULL) AS verify
-        FROM k JOIN main m ON k.rank = m.rank AND k.step = m.step AND k.stream_id IS NOT DISTINCT FROM m.stream_id
-        WHERE k.kind = 'kernel'
+        FROM _seg_k k JOIN _seg_main m
+             ON k.rank = m.rank AND k.step = m.step AND k.stream_id IS NOT DISTINCT FROM m.stream_id
+        WHERE k.kind = 'kernel' AND k.draft_pass IS NULL
         ORDER BY k.rank, k.step, k.start_ns, k.activity_id
         """
     ).fetchnumpy()
@@ -279,8 +284,11 @@ def _period_layers(con: duckdb.DuckDBPyConnection, run_id: int, expected: int | 
             SELECT *, coalesce(lead(lo) OVER (PARTITION BY rank, step ORDER BY lo), hi) AS until FROM windows
         )
         SELECT k.activity_id, w.layer, w.conf
-        FROM (SELECT * FROM _seg_k WHERE activity_id NOT IN (SELECT activity_id FROM _seg_period)
-                AND draft_pass IS NULL AND (rank, step) IN (SELECT (rank, step) FROM _seg_period_steps)) k
+        FROM (SELECT k.* FROM _seg_k k LEFT JOIN _seg_main m
+                ON k.rank = m.rank AND k.step = m.step AND k.stream_id IS NOT DISTINCT FROM m.stream_id
+              WHERE k.activity_id NOT IN (SELECT activity_id FROM _seg_period) AND k.draft_pass IS NULL
+                AND (k.rank, k.step) IN (SELECT (rank, step) FROM _seg_period_steps)
+                AND NOT (k.kind = 'kernel' AND m.rank IS NOT NULL)) k
         ASOF JOIN until w ON k.rank = w.rank AND k.step = w.step AND k.start_ns >= w.lo
         WHERE k.start_ns < w.until
         """
@@ -382,6 +390,7 @@ def _solve_steps(
         fit = fit if fit is None or fit.graphs else period.with_gaps_as_layers(codes[lo:hi], fit)
         fit = period.with_known_cuts(codes[lo:hi], fit)
         fit = period.with_blocks_before_their_layers(codes[lo:hi], fit)
+        fit = period.without_kernels_between(codes[lo:hi], period.with_doubled_opening(codes[lo:hi], fit))
         fit = period.with_edge_copies(codes[lo:hi], fit)
         return period.verify_pass(codes[lo:hi], fit, spec.MIN_VERIFY_LAYERS) if verify[lo] else fit
 
@@ -400,13 +409,24 @@ def _solve_steps(
         if fit is None:
             continue
         solved.append((int(rank[lo]), int(step[lo]), fit.period))
-        for index, span in enumerate(fit.layers):  # one iteration per layer
-            layer[lo + span.start : lo + span.end] = index
-            confidence[lo + span.start : lo + span.end] = span.confidence
+        for index, (span, end) in enumerate(_windows(fit.layers)):  # one iteration per layer
+            layer[lo + span.start : lo + end] = index
+            confidence[lo + span.start : lo + end] = span.confidence
     keep = layer >= 0
     frame = pd.DataFrame({"activity_id": ids[keep], "layer": layer[keep], "confidence": confidence[keep]})
     solved_frame = pd.DataFrame(solved, columns=["rank", "step", "period"]).astype("int64")
     return frame, solved_frame
+
+
+def _windows(layers: tuple[period.LayerSpan, ...]) -> list[tuple[period.LayerSpan, int]]:
+    """Each layer and where its kernels end: at the next layer's start when the kernels between them are
+    period.EXTENDED_BY or more (a part of the layer its unit left out), else at its own end (the model's own work
+    between two layer calls, fewer kernels: RWKV halving its hidden state), which stays in no layer."""
+    ends = [
+        following.start if following.start - span.end >= period.EXTENDED_BY else span.end
+        for span, following in itertools.pairwise(layers)
+    ]
+    return list(zip(layers, [*ends, layers[-1].end] if layers else [], strict=True))
 
 
 def _write(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
@@ -769,16 +789,17 @@ def _structure_doubts(con: duckdb.DuckDBPyConnection) -> list[str]:
         )
     if doubled := _doubled_openings(con):
         doubts.append(
-            f"in {doubled} step(s) the kernel right before the first layer is the kernel that layer opens with (as "
-            "two norms back to back): it may be the first layer's own (give --layers N, or annotate the layers with "
-            "traceview.capture)"
+            f"in {doubled} step(s) the first layer opens with the same kernel twice (as two norms back to back): "
+            "the first was taken as the layer's own (RWKV's embedding norm in block 0); if it is the model's norm of "
+            "the embedding, it belongs before the layers (annotate the layers with traceview.capture)"
         )
     return doubts
 
 
 def _doubled_openings(con: duckdb.DuckDBPyConnection) -> int:
-    """Steps whose first inferred layer opens with the same kernel as the step's last one before it on its stream (a
-    norm of the embedding inside the first layer, RWKV's, or the model's own before it: the trace cannot tell)."""
+    """Steps whose first inferred layer opens with the step's kernel right before it on its stream, or with the same
+    kernel twice where the second layer opens with it once (a norm of the embedding inside the first layer, RWKV's,
+    or the model's own before it: the trace cannot tell; period.with_doubled_opening takes it into the layer)."""
     return con.execute(
         """
         WITH first AS (  -- each step's first inferred kernel: its first layer's opening
@@ -786,13 +807,24 @@ def _doubled_openings(con: duckdb.DuckDBPyConnection) -> int:
                    min(k.start_ns) AS start_ns
             FROM _seg_layer_of l JOIN _seg_k k USING (activity_id)
             WHERE l.method = 'period' AND l.kind = 'kernel' GROUP BY l.rank, l.step
-        ), before AS (  -- the step's kernel right before it on its stream
-            SELECT f.code, arg_max(k.code, k.start_ns) AS before
+        ), before AS (  -- the steps whose kernel right before it on its stream is the same
+            SELECT f.rank, f.step
             FROM first f JOIN _seg_k k ON k.rank = f.rank AND k.step = f.step
                  AND k.stream_id IS NOT DISTINCT FROM f.stream_id AND k.start_ns < f.start_ns
-            WHERE k.kind = 'kernel' GROUP BY f.rank, f.step, f.code
+            WHERE k.kind = 'kernel' GROUP BY f.rank, f.step, f.code HAVING arg_max(k.code, k.start_ns) = f.code
+        ), heads AS (  -- the first two kernels of the first two layers
+            SELECT rank, step, layer, list(code ORDER BY start_ns)[1:2] AS head
+            FROM (SELECT l.rank, l.step, l.layer, k.code, k.start_ns,
+                         row_number() OVER (PARTITION BY l.rank, l.step, l.layer ORDER BY k.start_ns) AS i
+                  FROM _seg_layer_of l JOIN _seg_k k USING (activity_id)
+                  WHERE l.method = 'period' AND l.kind = 'kernel' AND l.layer <= 1)
+            WHERE i <= 2 GROUP BY ALL
+        ), twice AS (  -- the steps whose first layer opens with a kernel twice that the second opens with once
+            SELECT a.rank, a.step FROM heads a JOIN heads b ON a.rank = b.rank AND a.step = b.step
+            WHERE a.layer = 0 AND b.layer = 1 AND a.head[1] = a.head[2] AND b.head[1] = a.head[1]
+                  AND b.head[2] <> b.head[1]
         )
-        SELECT count(*) FROM before WHERE code = before
+        SELECT count(*) FROM (SELECT * FROM before UNION SELECT * FROM twice)
         """
     ).fetchall()[0][0]
 
