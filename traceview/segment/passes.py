@@ -81,7 +81,7 @@ def find_passes(
     found = inside
     groups = _group(found.runs, found.counts)
     alike = len(groups) > 1 and _close(min(found.counts), max(found.counts))  # passes of one kind: no drafter
-    if alike and (_glue_of_loops(found) or not _glue_holds_the_end(codes, found.runs, found.last_starts, replay)):
+    if alike and _glue_of_loops(found):
         return Passes(np.zeros(n, dtype=np.int64), 1, 1, "whole")
     spec = None if alike else _speculative(codes, nested=mixed is None and len(groups) == 1)
     found, groups = spec or (found, groups)  # a drafter's passes and a target's verify: the steps are the verifies
@@ -109,22 +109,12 @@ def find_passes(
     return Passes(step_of, len(groups), len(runs), "passes", draft_of)
 
 
-def _glue_holds_the_end(
-    codes: np.ndarray, runs: list[tuple[int, int]], last_starts: list[int], replay: np.ndarray
-) -> bool:
-    """Whether the stretches between the runs can be the glue between forward passes, which holds what the trace
-    opens with (the embedding, or the previous pass's sampling) or what it ends with (the LM head): every stretch
-    holds the trace's first or last kernel (_own_ends). A stretch with neither is part of one pass: a layer of
-    another kind (a prefill's full-attention layer between runs of sliding ones)."""
-    own = _own_ends(codes, runs, last_starts, replay)
-    return own is None or all(np.isin(own, codes[a:b]).any() for (_, a), (b, _) in itertools.pairwise(runs))
-
-
 def _own_ends(
     codes: np.ndarray, runs: list[tuple[int, int]], last_starts: list[int], replay: np.ndarray
 ) -> np.ndarray | None:
-    """The trace's end kernels that the glue between two forward passes holds one of, or None when every stretch
-    between the runs can be glue. Of the trace's first and last kernel, those the runs never run are the evidence
+    """The trace's end kernels that the glue between two forward passes holds one of (what the trace opens with: the
+    embedding, or the previous pass's sampling; what it ends with: the LM head), or None when every stretch between
+    the runs can be glue. Of the trace's first and last kernel, those the runs never run are the evidence
     (a copy kernel that ends the trace and runs in every layer is in every stretch of a pass too); both, when the
     runs run both. A trace that ends inside a run has no epilogue: its first kernel alone is the evidence, and its
     runs are taken as they are when the runs run that kernel too. So are runs of CUDA graph replays."""
@@ -143,9 +133,10 @@ def _own_ends(
 
 def _across_pass_insides(codes: np.ndarray, found: _Runs, replay: np.ndarray) -> _Runs:
     """The runs joined across each stretch that holds neither of the trace's own ends (_own_ends): a stretch inside
-    one pass, such as a layer of another kind that the found unit steps over (an indexer that every fourth layer
-    runs more, in a trace of one prefill; the two layers after every two alike, the second a full-attention one, in
-    a pass of three sliding-window layers to one full)."""
+    one pass, such as a layer of another kind that the found unit steps over (a prefill's full-attention layer
+    between runs of sliding ones; an indexer that every fourth layer runs more; the two layers after every two
+    alike, the second a full-attention one, in a pass of three sliding-window layers to one full). Every stretch
+    left between the runs holds one of the trace's ends: the glue between two passes."""
     if len(found.runs) < 2:
         return found
     own = _own_ends(codes, found.runs, found.last_starts, replay)
@@ -471,15 +462,16 @@ def _ends_inside(codes: np.ndarray, found: list[tuple[int, int]]) -> dict[int, t
     a layer's own are not."""
     if not found:
         return {}
-    spans = [codes[a:b].tobytes() for a, b in found]
-    kinds = {kind: len(kind) // codes.itemsize for kind in spans}
-    lengths = [b - a for a, b in found]
-    ends = [end for end in {int(codes[0]), int(codes[-1])} if sum(end in codes[a:b] for a, b in found) * 2 < len(found)]
+    ends = np.unique(codes[[0, -1]])
+    holds = np.array([np.isin(ends, codes[a:b]) for a, b in found])  # per span, per end kernel
+    ends, holds = ends[holds.sum(axis=0) * 2 < len(found)], holds[:, holds.sum(axis=0) * 2 < len(found)]
+    kinds = period.span_kinds(codes, found)
     held: dict[int, tuple[int, int]] = {}
-    for i, (a, b) in enumerate(found):
-        beside = lengths[i - 1] if i else lengths[min(1, len(found) - 1)]  # a layer of this pass
-        whole = max([n for kind, n in kinds.items() if n < b - a and spans[i].startswith(kind)], default=beside)
-        if whole < b - a and any(end in codes[a + whole : b] for end in ends):
+    for i in np.flatnonzero(holds.any(axis=1)).tolist():  # the few spans that run an end kernel at all
+        a, b = found[i]
+        beside = found[i - 1] if i else found[min(1, len(found) - 1)]  # a layer of this pass
+        whole = period.longest_kind_at(codes, a, kinds, b - a - 1) or beside[1] - beside[0]
+        if whole < b - a and np.isin(ends, codes[a + whole : b]).any():
             held[i] = (a + whole, b)
     return held
 

@@ -200,7 +200,7 @@ def at_norms(codes: np.ndarray, fit: PeriodFit | None, norms: np.ndarray | None)
         if bounds == found:
             return fit
         if norms[first] and end < len(codes) and norms[end]:
-            return _fit_of(dense(np.ascontiguousarray(codes, dtype=np.int64)), bounds)
+            return _refit(codes, fit, bounds)
     return fit
 
 
@@ -322,7 +322,7 @@ def with_gaps_as_layers(codes: np.ndarray, fit: PeriodFit | None) -> PeriodFit |
         for (_, a), (b, _) in itertools.pairwise(spans)
         if 2 * (b - a) >= median and ends_as_layers(codes[a:b], ends)
     ]
-    return _fit_of(dense(np.ascontiguousarray(codes, dtype=np.int64)), sorted(spans + gaps)) if gaps else fit
+    return _refit(codes, fit, sorted(spans + gaps)) if gaps else fit
 
 
 def with_known_cuts(codes: np.ndarray, fit: PeriodFit | None) -> PeriodFit | None:
@@ -363,15 +363,12 @@ def with_blocks_before_their_layers(codes: np.ndarray, fit: PeriodFit | None) ->
         return fit
     spans = _bounds(fit.layers)
     opening, _ = layer_ends(codes, spans)
-    kinds = {codes[a:b].tobytes(): b - a for a, b in spans}
+    kinds = span_kinds(codes, spans)
     moved = list(spans)
     for i, ((a, b), (c, d)) in enumerate(itertools.pairwise(spans)):
-        if b != c or moved[i] != (a, b):
-            continue
-        whole = [n for kind, n in kinds.items() if n <= b - a - EXTENDED_BY and codes[a : a + n].tobytes() == kind]
-        cut = a + max(whole, default=0)
-        if whole and opening in codes[cut : cut + NEAR_NORM + 1]:
-            moved[i], moved[i + 1] = (a, cut), (cut, d)
+        whole = longest_kind_at(codes, a, kinds, b - a - EXTENDED_BY) if b == c and moved[i] == (a, b) else 0
+        if whole and opening in codes[a + whole : a + whole + NEAR_NORM + 1]:
+            moved[i], moved[i + 1] = (a, a + whole), (a + whole, d)
     if moved == spans:
         return fit
     return _refit(codes, fit, moved)
@@ -398,18 +395,30 @@ def without_kernels_between(codes: np.ndarray, fit: PeriodFit | None) -> PeriodF
     if fit is None or len(fit.layers) < 3:
         return fit
     spans = _bounds(fit.layers)
-    kinds = {codes[a:b].tobytes(): b - a for a, b in spans}
+    kinds = span_kinds(codes, spans)
     trimmed = list(spans)
     for i in range(1, len(spans) - 1):  # a first layer's extra kernels are its own; the last one's, the epilogue's
         (a, b), following = spans[i], spans[i + 1][0]
-        whole = [
-            n for kind, n in kinds.items() if b - a - EXTENDED_BY < n < b - a and codes[a : a + n].tobytes() == kind
-        ]
-        if whole and b == following:
-            trimmed[i] = (a, a + max(whole))
+        whole = longest_kind_at(codes, a, kinds, b - a - 1, shortest=b - a - EXTENDED_BY + 1) if b == following else 0
+        if whole:
+            trimmed[i] = (a, a + whole)
     if trimmed == spans:
         return fit
     return _refit(codes, fit, trimmed)
+
+
+def span_kinds(codes: np.ndarray, spans: Sequence[tuple[int, int]]) -> dict[bytes, int]:
+    """The kinds of the layers `spans` (their kernels, as bytes) and each one's length."""
+    return {codes[a:b].tobytes(): b - a for a, b in spans}
+
+
+def longest_kind_at(codes: np.ndarray, start: int, kinds: dict[bytes, int], longest: int, shortest: int = 1) -> int:
+    """The length of the longest layer kind (`kinds`: span_kinds), `shortest` to `longest` kernels, that the codes
+    run whole from `start` on; 0 when none does."""
+    return max(
+        (n for kind, n in kinds.items() if shortest <= n <= longest and codes[start : start + n].tobytes() == kind),
+        default=0,
+    )
 
 
 def layer_ends(codes: np.ndarray, spans: Sequence[tuple[int, int]]) -> tuple[int, int]:
