@@ -16,15 +16,19 @@ from __future__ import annotations
 
 import contextlib
 import io
+import os
 import re
 import sys
 import warnings
 from dataclasses import dataclass, field
 
-HIDDEN = 256
+# A held-out recording of other sizes and depths (a measurement on configs segmentation was not tuned on):
+# ZOO_SCALE=2 doubles every width and head count (head sizes stay), ZOO_REPEATS sets the depth.
+SCALE = int(os.environ.get("ZOO_SCALE", "1"))
+HIDDEN = 256 * SCALE
 VOCAB = 2048
 MIN_LAYERS = 8
-REPEATS = 4  # repeats of the longest unit of layer kinds per forward pass
+REPEATS = int(os.environ.get("ZOO_REPEATS", "4"))  # repeats of the longest unit of layer kinds per forward pass
 
 # Not decoder-only causal LMs: bidirectional encoders used as decoders, encoder-decoder decoders, audio/vision models,
 # models whose "causal LM" is another objective (permutation, LSH, byte-level patching).
@@ -40,20 +44,20 @@ EXCLUDED = {
 SIZES = {
     "vocab_size": VOCAB,
     "hidden_size": HIDDEN,
-    "intermediate_size": 512,
-    "intermediate_size_mlp": 512,
-    "ffn_hidden_size": 512,
-    "dense_intermediate_size": 512,
-    "prefix_dense_intermediate_size": 512,
-    "moe_intermediate_size": 256,
-    "expert_ffn_hidden_size": 256,
-    "shared_expert_intermediate_size": 256,
-    "moe_shared_expert_intermediate_size": 256,
-    "num_attention_heads": 4,
-    "num_key_value_heads": 2,
+    "intermediate_size": 512 * SCALE,
+    "intermediate_size_mlp": 512 * SCALE,
+    "ffn_hidden_size": 512 * SCALE,
+    "dense_intermediate_size": 512 * SCALE,
+    "prefix_dense_intermediate_size": 512 * SCALE,
+    "moe_intermediate_size": 256 * SCALE,
+    "expert_ffn_hidden_size": 256 * SCALE,
+    "shared_expert_intermediate_size": 256 * SCALE,
+    "moe_shared_expert_intermediate_size": 256 * SCALE,
+    "num_attention_heads": 4 * SCALE,
+    "num_key_value_heads": 2 * SCALE,
     "head_dim": 64,
-    "kv_lora_rank": 64,
-    "q_lora_rank": 96,
+    "kv_lora_rank": 64 * SCALE,
+    "q_lora_rank": 96 * SCALE,
     "qk_rope_head_dim": 32,
     "qk_nope_head_dim": 32,
     "qk_head_dim": 64,
@@ -77,7 +81,7 @@ SIZES = {
     "index_n_heads": 4,
     "index_head_dim": 64,
     "index_topk": 16,
-    "mamba_n_heads": 8,
+    "mamba_n_heads": 8 * SCALE,
     "mamba_d_head": 64,
     "mamba_d_state": 16,
     "mamba_n_groups": 1,
@@ -90,7 +94,7 @@ EVEN_IF_NONE = {"num_experts_per_tok", "n_routed_experts", "n_group", "topk_grou
 
 # What an architecture's own validation needs beside the tiny sizes.
 FIXES: dict[str, dict] = {
-    "mamba2": {"num_heads": 8},
+    "mamba2": {"num_heads": 8 * SCALE},
     "zaya": {"num_experts_per_tok": 1},
 }
 
