@@ -590,3 +590,19 @@ def test_a_few_kernels_after_a_whole_layer_inside_the_pass_are_in_no_layer() -> 
     assert windows == [(1, 7), (7, 12), (12, 17), (18, 23), (23, 28)]  # the halving stays in no layer
     wide = (period.LayerSpan(0, 5, 1.0), period.LayerSpan(9, 14, 1.0))
     assert [(s.start, end) for s, end in pipeline._windows(wide)] == [(0, 9), (9, 14)]  # a part its unit left out
+
+
+def test_a_last_layer_that_is_part_of_one_running_into_the_epilogue_is_out_of_phase() -> None:
+    """ZAYA prefill: both halves of a layer open with the same norm, and the first layer lacks the router's add the
+    others run, so the repetition's leftmost extension starts the layers at the second half's norm. That phase
+    makes one layer more - a first half-layer and a last one that runs on through the final norm and LM head - than
+    the phase of whole layers, and in a whole pass that last part does not count (the trace itself is in
+    test_zoo). A whole unit that reaches the end still counts (RWKV's layers moved by a kernel between them)."""
+    unit = 28
+    whole = [period.LayerSpan(4 + unit * i, 4 + unit * (i + 1), 1.0) for i in range(8)]
+    shifted = [period.LayerSpan(4, 16, 1.0), *(period.LayerSpan(16 + unit * i, 44 + unit * i, 1.0) for i in range(8))]
+    codes = np.zeros(whole[-1].end + 10, dtype=np.int64)
+    shifted[-1] = period.LayerSpan(shifted[-1].start, len(codes), 1.0)
+    assert not period._ends_in_part(codes, whole, unit)
+    assert period._ends_in_part(codes, shifted, unit)
+    assert not period._ends_in_part(codes, [*shifted[:-1], period.LayerSpan(len(codes) - unit, len(codes), 1.0)], unit)

@@ -109,6 +109,7 @@ def find_layers(
     halves: bool = True,
     opens: np.ndarray | None = None,
     graphs: bool = False,
+    whole_pass: bool = False,
 ) -> PeriodFit | None:
     """The best layer segmentation of `codes`, or None when nothing repeats at least `min_layers` times.
     `families` (one id per kernel, segment/family.py) tells which different kernels are variants of one operation:
@@ -118,13 +119,18 @@ def find_layers(
     number of layers of a forward pass the user gave (`toward_count`). With `halves`, the layers of every forward pass
     are found again from where their mixers open (`by_mixers`) when that gives an unambiguous answer. `opens` (one
     flag per kernel) marks the first kernel of each compiled graph: layers compiled one by one are those graphs
-    (`by_graphs`; with `graphs`, whatever the phase of the layers found: another step's were the graphs)."""
+    (`by_graphs`; with `graphs`, whatever the phase of the layers found: another step's were the graphs). With
+    `whole_pass`, `codes` is one step, which ends with its forward pass's final norm and LM head (`_ends_in_part`)."""
     codes = np.ascontiguousarray(codes, dtype=np.int64)
     if len(codes) < 2 * min_layers:
         return None
     codes = dense(codes)
     stats = code_stats(codes)
-    fits = [fit for period in candidate_periods(stats) if (fit := _fit(codes, stats, period, min_layers, families))]
+    fits = [
+        fit
+        for period in candidate_periods(stats)
+        if (fit := _fit(codes, stats, period, min_layers, families, whole_pass))
+    ]
     best = choose(fits)
     if best is None:
         return None
@@ -1069,7 +1075,12 @@ def candidate_periods(stats: _CodeStats) -> list[int]:
 
 
 def _fit(
-    codes: np.ndarray, stats: _CodeStats, period: int, min_layers: int, families: np.ndarray | None = None
+    codes: np.ndarray,
+    stats: _CodeStats,
+    period: int,
+    min_layers: int,
+    families: np.ndarray | None = None,
+    whole_pass: bool = False,
 ) -> PeriodFit | None:
     anchor = _anchor(codes, stats, period)
     if anchor is None:
@@ -1078,7 +1089,8 @@ def _fit(
     unit_start, unit_len, copies = _unit(codes, marks, period)
     unit = codes[unit_start : unit_start + unit_len]
     marks = _without_strays(codes, marks, unit)
-    # the phase that makes most whole layers (layers of another kind before the first included), with fewest not
+    # the phase that makes most whole layers (layers of another kind before the first included; in a whole pass, a
+    # last layer that is part of one running into the epilogue does not count: _ends_in_part), with fewest not
     # one unit long (a layer cut out of phase runs on into the glue between two passes), covering most
     # kernels; a plausible one before the leftmost extension, one whose first layer opens with a variant of the
     # unit's first kernel before others; one where most layers open with the same kernel (a dense first layer
@@ -1087,7 +1099,7 @@ def _fit(
     spans, rotated = max(
         ((*_layers_at(codes, marks, unit, shift), rank) for shift, rank in _phases(codes, marks, unit, families)),
         key=lambda r: (
-            len(r[0]),
+            len(r[0]) - (whole_pass and _ends_in_part(codes, r[0], len(unit))),
             -sum(abs(s.end - s.start - len(unit)) > 1 for s in r[0]),  # not one unit long: glue swallowed
             sum(s.end - s.start for s in r[0]),
             r[2],
@@ -1105,6 +1117,15 @@ def _fit(
     return PeriodFit(
         tuple(spans), unit_len, covered / len(codes), confidence, agreement(codes, spans), alike(codes, spans)
     )
+
+
+def _ends_in_part(codes: np.ndarray, spans: list[LayerSpan], unit: int) -> bool:
+    """Whether the last layer is part of a layer that runs to the step's last kernel: a forward pass ends with its
+    final norm and LM head after its last layer, so a phase whose last layer reaches the end without being one unit
+    long took the second part of a layer, with the epilogue, for a layer (its first layer is then the first part). A
+    whole unit that reaches the end is left to the later steps: a kernel the model runs between some layers (RWKV's
+    rescale) moves the layers after it by one, and the last one then holds the LM head's first kernel."""
+    return bool(spans) and spans[-1].end == len(codes) and abs(spans[-1].end - spans[-1].start - unit) > 1
 
 
 def _without_foreign_openings(

@@ -384,7 +384,7 @@ def _solve_steps(
 
     def solve(lo: int, hi: int, opens: np.ndarray, graphs: bool) -> period.PeriodFit | None:
         fit = period.find_layers(
-            codes[lo:hi], families=family_ids[lo:hi], expected=expected, opens=opens, graphs=graphs
+            codes[lo:hi], families=family_ids[lo:hi], expected=expected, opens=opens, graphs=graphs, whole_pass=True
         )
         fit = fit if fit is None or fit.graphs else period.at_norms(codes[lo:hi], fit, norms.openings(codes[lo:hi]))
         fit = fit if fit is None or fit.graphs else period.with_gaps_as_layers(codes[lo:hi], fit)
