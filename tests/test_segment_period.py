@@ -606,3 +606,20 @@ def test_a_last_layer_that_is_part_of_one_running_into_the_epilogue_is_out_of_ph
     assert not period._ends_in_part(codes, whole, unit)
     assert period._ends_in_part(codes, shifted, unit)
     assert not period._ends_in_part(codes, [*shifted[:-1], period.LayerSpan(len(codes) - unit, len(codes), 1.0)], unit)
+
+
+def test_a_layer_of_two_layers_of_another_kind_is_cut_where_they_meet() -> None:
+    """DeepSeek-V4 prefill: three layers of one kind, then a unit of two layers of two other kinds. The first two
+    layers, found as one, are cut where layers meet in them (the unit's boundary context: residual add, then the
+    input norm), not at the unit's cut scaled to their length."""
+    norm, add = [1, 2], [9]
+    a = [*norm, 10, 11, 12, *add, *norm, 20, 21, *add]
+    b = [*norm, 13, 14, 15, 16, *add, *norm, 22, 23, 24, *add]
+    c = [*norm, 17, 18, *add, *norm, 20, 21, *add]
+    codes = np.array([90, *a, *a, *(b + c) * 4, 91], dtype=np.int64)
+    unit = len(b + c)
+    spans = [period.LayerSpan(1, 1 + 2 * len(a), 1.0)]
+    spans += [period.LayerSpan(1 + 2 * len(a) + unit * i, 1 + 2 * len(a) + unit * (i + 1), 1.0) for i in range(4)]
+    fit = period.PeriodFit(tuple(spans), unit, 0.9, 1.0)
+    found = [s.end - s.start for s in period.split_alternating(codes, fit).layers]
+    assert found == [len(a), len(a), *[len(b), len(c)] * 4]

@@ -757,7 +757,8 @@ def split_alternating(codes: np.ndarray, fit: PeriodFit, kinds: bool = True) -> 
     unit = codes[whole[0].start : whole[0].end]
     boundaries = boundary_cuts(unit) if kinds else None
     if boundaries:
-        return _split(codes, fit, boundaries)
+        context = _unit_context(unit)
+        return _split(codes, fit, boundaries, lambda span: boundary_cuts(codes[span.start : span.end], context))
     repeated = _repeated_opening_cuts(unit) if kinds else None
     if repeated is not None:
         return _split(codes, fit, repeated)
@@ -807,7 +808,7 @@ def _run(equal: np.ndarray) -> int:
     return int(np.argmin(equal)) if not equal.all() else len(equal)
 
 
-def boundary_cuts(unit: np.ndarray) -> list[int] | None:
+def boundary_cuts(unit: np.ndarray, context: tuple[int, int, int] | None = None) -> list[int] | None:
     """Offsets of the layer boundaries inside a unit that holds several layers, or None (one layer).
 
     Every decoder layer has one token mixer and one channel mixer, each behind a norm and a residual add. The
@@ -822,11 +823,12 @@ def boundary_cuts(unit: np.ndarray) -> list[int] | None:
       also cut after each occurrence of their closing kernels.
     - Otherwise the pieces are halves: from the unit's start, every second mark is a layer boundary (dense and
       MoE layers in turn, linear and full attention, sliding and full attention).
-    An odd number of halves, or only two, is one layer."""
+    An odd number of halves, or only two, is one layer. A `context` given is another unit's (a layer of another
+    length cut where the unit's layers meet)."""
     length = len(unit)
     if length < 4:
         return None
-    marks = [int(j) for j in mixers.marks_of(unit, _unit_context(unit))]
+    marks = [int(j) for j in mixers.marks_of(unit, context or _unit_context(unit))]
     if not marks:
         return None
     bounds = [0, *marks, length]
@@ -1021,11 +1023,20 @@ def _cuts(unit: np.ndarray, opens: np.ndarray, k: int) -> list[int] | None:
     return cuts
 
 
-def _split(codes: np.ndarray, fit: PeriodFit, cuts: list[int]) -> PeriodFit:
+def _split(
+    codes: np.ndarray,
+    fit: PeriodFit,
+    cuts: list[int],
+    own_cuts: Callable[[LayerSpan], list[int] | None] | None = None,
+) -> PeriodFit:
+    """Every layer of the fit cut at the unit's `cuts`, scaled to its length; with `own_cuts`, a layer cut where its
+    own kernels say (a layer of another length: two layers of another kind than the unit's), where they do."""
     layers = []
     for span in fit.layers:
         scale = (span.end - span.start) / fit.period
-        bounds = [span.start, *(span.start + round(c * scale) for c in cuts), span.end]
+        own = own_cuts(span) if own_cuts is not None and span.end - span.start != fit.period else None
+        offsets = own if own is not None else [round(c * scale) for c in cuts]
+        bounds = [span.start, *(span.start + c for c in offsets), span.end]
         layers += [LayerSpan(a, b, span.confidence) for a, b in itertools.pairwise(bounds) if b > a]
     period = round(fit.period / (len(cuts) + 1))
     return PeriodFit(

@@ -387,6 +387,7 @@ def _solve_steps(
             codes[lo:hi], families=family_ids[lo:hi], expected=expected, opens=opens, graphs=graphs, whole_pass=True
         )
         fit = fit if fit is None or fit.graphs else period.at_norms(codes[lo:hi], fit, norms.openings(codes[lo:hi]))
+        fit = fit if fit is None or fit.graphs else period.split_alternating(period.dense(codes[lo:hi]), fit)
         fit = fit if fit is None or fit.graphs else period.with_gaps_as_layers(codes[lo:hi], fit)
         fit = period.with_known_cuts(codes[lo:hi], fit)
         fit = period.with_blocks_before_their_layers(codes[lo:hi], fit)
