@@ -10,11 +10,15 @@ cause, so that a fix shows; `python bench/accuracy.py --zoo` prints the same tab
 
 from __future__ import annotations
 
+import json
+import lzma
 import sys
 from pathlib import Path
 
 import pytest
 from labelled_cases import labelled_cases
+
+from traceview import api
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "sample_traces" / "corpus"), str(ROOT / "bench")]
@@ -73,3 +77,21 @@ def test_deepseek_v3_with_one_dense_layer_is_exact(mode: str) -> None:
     for labels, trace in cases:
         row = zoo_accuracy.check_zoo(labels, trace, hint=False)
         assert row.exact and row.layers_found == "8", (labels.name, row)
+
+
+@pytest.mark.parametrize("cut", [True, False])
+def test_a_capture_window_that_cuts_forward_passes_is_warned(cut: bool, tmp_path: Path) -> None:
+    """A trace captured from inside one decode pass to inside another (nsys --duration, a profiler started by hand)
+    starts and ends with layers' kernels, not with the embedding and the LM head: its steps cannot be told from its
+    kernels (measured on 32 zoo decode runs cut at 40% of the first step and 60% of the last: the middle step was
+    wrong in all), and the warning says so. The same trace whole is not warned so."""
+    trace = ZOO / "torch" / "deepseek_v3_dense1_decode_bare.pt.trace.json.xz"
+    doc = json.loads(lzma.decompress(trace.read_bytes()))
+    kernels = sorted(e["ts"] for e in doc["traceEvents"] if e.get("cat") == "kernel" and e.get("ph") == "X")
+    if cut:  # the steps hold about a third of the kernels each
+        t0, t1 = kernels[len(kernels) * 2 // 15], kernels[len(kernels) * 13 // 15]
+        doc["traceEvents"] = [e for e in doc["traceEvents"] if "ts" not in e or t0 <= float(e["ts"]) < t1]
+    source = tmp_path / "run.pt.trace.json"
+    source.write_text(json.dumps(doc))
+    summary = api.ingest([source], tmp_path / "run.db")
+    assert any("capture window" in w for w in summary.warnings) == cut, summary.warnings

@@ -788,6 +788,12 @@ def _structure_doubts(con: duckdb.DuckDBPyConnection) -> list[str]:
             "worth or more: the layers found are likely a loop inside a layer (a per-token scan), not layers (give "
             "--layers N, or annotate the layers with traceview.capture)"
         )
+    if cut := _cut_windows(con):
+        doubts.append(
+            f"on {cut} rank(s) the trace starts and ends with kernels its inferred layers run: the capture window "
+            "likely cuts forward passes in two, so its steps and layer numbers can be wrong (capture whole steps: "
+            "torch.profiler's schedule, nsys --capture-range=cudaProfilerApi; or give --layers N)"
+        )
     if doubled := _doubled_openings(con):
         doubts.append(
             f"in {doubled} step(s) the first layer opens with the same kernel twice (as two norms back to back): "
@@ -795,6 +801,30 @@ def _structure_doubts(con: duckdb.DuckDBPyConnection) -> list[str]:
             "the embedding, it belongs before the layers (annotate the layers with traceview.capture)"
         )
     return doubts
+
+
+def _cut_windows(con: duckdb.DuckDBPyConnection) -> int:
+    """Ranks whose first kernel and last kernel are both kernels that most of their inferred layers run (at least half
+    as many layer instances as the most common kernel): a forward pass opens with the embedding and ends with the LM
+    head (and a decode step with the sampling), so a trace that starts and ends with layers' kernels was captured
+    from inside one pass to inside another."""
+    return con.execute(
+        """
+        WITH ends AS (
+            SELECT rank, arg_min(code, (start_ns, activity_id)) AS first, arg_max(code, (start_ns, activity_id)) AS last
+            FROM _seg_k WHERE kind = 'kernel' GROUP BY rank
+        ), ran AS (  -- per rank and kernel, how many of the rank's inferred layer instances run it
+            SELECT k.rank, k.code, count(DISTINCT (l.step, l.layer)) AS layers
+            FROM _seg_layer_of l JOIN _seg_k k USING (activity_id)
+            WHERE l.method = 'period' AND l.kind = 'kernel' GROUP BY ALL
+        ), known AS (  -- the kernels most of them run (not an embedding's gather that a MoE layer also runs)
+            SELECT rank, code FROM ran JOIN (SELECT rank, max(layers) AS most FROM ran GROUP BY rank) USING (rank)
+            WHERE 2 * layers >= most
+        )
+        SELECT count(*) FROM ends
+        WHERE (rank, first) IN (SELECT (rank, code) FROM known) AND (rank, last) IN (SELECT (rank, code) FROM known)
+        """
+    ).fetchall()[0][0]
 
 
 def _doubled_openings(con: duckdb.DuckDBPyConnection) -> int:
