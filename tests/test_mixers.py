@@ -272,32 +272,3 @@ def test_glue_that_a_passs_last_layer_swallowed_is_cut_out_where_it_holds_the_tr
     codes = np.array([sampling, 5, *layer * 2, *glue, *layer * 2, 1, 2, 6], dtype=np.int64)
     found = [(2, 22), (22, 46), (46, 66), (66, 86)]
     assert passes._ends_inside(codes, found) == ({1: (42, 46)} if glue_holds_an_end else {})
-
-
-@pytest.mark.parametrize("cut", [True, False])
-def test_the_glue_of_a_trace_cut_inside_passes_is_where_the_repetition_breaks(cut: bool) -> None:
-    """A capture window from inside one decode pass to inside another: the trace's ends are layers' kernels, no
-    evidence of the glue. The glue is where each kernel differs from the kernel one layer before and the one a layer
-    after, holding kernels few spans run (the LM head, the sampling, the embedding); it is cut out of every span it
-    overlaps (the spans of a cut trace are out of phase). A whole trace keeps its own evidence (its ends)."""
-    layer = list(range(10, 20))
-    glue = [1, 2, 3, 4, 5]  # final norm's and LM head's, sampling, embedding: no layer runs them
-    whole = [*layer * 3, *glue, *layer * 3]
-    codes = np.array(whole[4:-3] if cut else [90, *whole, 91], dtype=np.int64)
-    first = 0 if cut else 1  # the cut trace's glue is at 26..31; its spans start mid-layer, one holds the glue
-    found = [(first, first + 10), (first + 10, first + 20), (first + 20, first + 35)]
-    found += [(first + 35, first + 45), (first + 45, first + 55)]
-    assert passes._cut_inside(codes, found) == cut
-    assert passes._breaks_inside(codes, found) == ({2: (26, 31)} if cut else {})
-
-
-def test_a_cut_traces_next_pass_opens_at_its_first_layer_of_another_kind() -> None:
-    """In a cut trace the repetition resumes after the glue and a first layer of another kind (a dense layer before
-    MoE ones): that layer opens as the next does (the same attention), for more kernels than a layer's own second
-    norm, and the next pass starts there."""
-    moe = [1, 2, 3, 40, 41, 9, 1, 2, 50, 51, 52, 9]
-    dense = [1, 2, 3, 40, 41, 9, 1, 2, 60, 61, 9]
-    codes = np.array([*moe, 70, 71, 72, *dense, *moe], dtype=np.int64)
-    start = len(moe) + 3 + len(dense)
-    assert passes._opened_before(codes, len(moe), start) == len(moe) + 3
-    assert passes._opened_before(codes, len(moe), len(moe) + 3) == len(moe) + 3  # nothing opens so before it

@@ -34,7 +34,6 @@ MIN_STEP_KERNELS = 10  # an annotated step needs this many kernels before one fa
 MIN_STRETCH_LAYERS = 2  # an uncovered stretch is searched for layers of its own when it can hold this many
 INNER_COVERAGE = 0.75  # share of a repeating unit its own layers cover for the unit to be a whole iteration
 MIN_TARGET_LAYERS = 4  # a target's verify pass runs at least this many layers (a layer's own parts repeat less)
-MIN_OPENING = 3  # kernels a cut trace's first layer of another kind opens with as the next layer does (_opened_before)
 MIN_GLUE = 3  # kernels between two forward passes at least: a final norm, the LM head, the next embedding
 FAR_LAYERS = 6  # kernels around runs of layers, in layers, that no prologue or epilogue is: a loop inside a layer
 PASSES_COVERAGE = 0.5  # the same, when the unit is a drafter's passes and a target's
@@ -80,28 +79,22 @@ def find_passes(
     if len(inside.runs) == 1 < len(found.runs):  # every stretch between the runs is inside one pass
         return Passes(np.zeros(n, dtype=np.int64), 1, 1, "whole")
     found = inside
-    # a trace cut inside passes (_cut_inside) starts and ends with parts of passes: the passes between tell
-    cut = len(found.runs) > 2 and _cut_inside(codes, found.spans)
-    inner = found.counts[1:-1] if cut else found.counts
-    alike = len(found.runs) > 1 and _close(min(inner), max(inner))  # passes of one kind: no drafter
-    groups = [[run] for run in found.runs] if alike else _group(found.runs, found.counts)
+    groups = _group(found.runs, found.counts)
+    alike = len(groups) > 1 and _close(min(found.counts), max(found.counts))  # passes of one kind: no drafter
     if alike and _glue_of_loops(found):
         return Passes(np.zeros(n, dtype=np.int64), 1, 1, "whole")
     spec = None if alike else _speculative(codes, nested=mixed is None and len(groups) == 1)
     found, groups = spec or (found, groups)  # a drafter's passes and a target's verify: the steps are the verifies
     runs, last_starts = found.runs, found.last_starts
-    typical = 0 if (mixed or cut) and spec is None else found.typical  # a cut trace's glue: where repetition breaks
+    typical = 0 if mixed and spec is None else found.typical
     step_of = np.full(n, NO_STEP, dtype=np.int64)
     ends = dict(zip(runs, last_starts, strict=True))
     # a pass's last layer may have been cut short (an expert loop's end looks like a layer's): the boundary is
     # searched from at least one typical layer after its start; layers found from their mixers end where they end
     opening, closing = codes[: groups[0][0][0]], codes[groups[-1][-1][1] :]
-    if cut:  # what lies before the first pass and after the last is parts of passes, not the trace's own glue
-        opening = closing = codes[:0]
     cuts = [
-        _cut(idle, replay, *_boundary_range(codes, a[-1][1], ends[a[-1]] + typical, start, (opening, closing)))
+        _cut(idle, replay, *_boundary_range(codes, a[-1][1], ends[a[-1]] + typical, b[0][0], (opening, closing)))
         for a, b in itertools.pairwise(groups)
-        for start in [_opened_before(codes, a[-1][1], b[0][0]) if cut else b[0][0]]
     ]
     threshold = _stray_gap(idle, start_ns, end_ns, runs)
     lo, hi = _first_kept(idle, groups[0][0][0], threshold), _end_kept(idle, groups[-1][-1][1], threshold)
@@ -392,11 +385,8 @@ def _runs(
         keep &= held != 1  # one pass's end and the next one's start; spans of many replays are whole iterations
     runs = _chain(found, keep)
     glued = _glue_inside(codes, found, runs) or _ends_inside(codes, found)
-    broken = {} if glued else _breaks_inside(codes, found)
-    if glued or broken:
-        found, keep = _without_glue(found, keep, glued or broken)
-        if broken:  # what an overlong span holds beside the glue is layers (of a cut trace, out of phase)
-            keep = np.array([short * typical <= b - a <= OVERLONG * typical for a, b in found], dtype=bool)
+    if glued:
+        found, keep = _without_glue(found, keep, glued)
         runs = _chain(found, keep)
     runs = _across_layer_gaps(codes, found, runs, typical)
     return _Runs([(a, b) for a, b, _, _ in runs], [r[2] for r in runs], [r[3] for r in runs], typical, found)
@@ -427,9 +417,7 @@ def _across_layer_gaps(
     if len(runs) < 2:
         return runs
     known = np.unique(np.concatenate([codes[a:b] for a, b in found]))
-    # passes of one kind: glue between them (the runs at the ends of a trace cut inside passes are parts of passes)
-    inner = runs[1:-1] if len(runs) > 2 and _cut_inside(codes, found) else runs
-    alike = _close(min(r[3] for r in inner), max(r[3] for r in inner))
+    alike = _close(min(r[3] for r in runs), max(r[3] for r in runs))  # passes of one kind: glue between them
     ends = period.layer_ends(codes, found)
     joined = [list(runs[0])]
     for run in runs[1:]:
@@ -486,76 +474,6 @@ def _ends_inside(codes: np.ndarray, found: list[tuple[int, int]]) -> dict[int, t
         if whole < b - a and np.isin(ends, codes[a + whole : b]).any():
             held[i] = (a + whole, b)
     return held
-
-
-def _cut_inside(codes: np.ndarray, found: list[tuple[int, int]]) -> bool:
-    """Whether the trace starts and ends with kernels half the spans or more run: a capture window cut inside forward
-    passes (a pass opens with the embedding and ends with the LM head), whose ends are no evidence of the glue."""
-    if len(found) < 2:
-        return False
-    starts = np.array([a for a, _ in found], dtype=np.int64)
-    ends = np.array([b for _, b in found], dtype=np.int64)
-    for code in codes[[0, -1]]:
-        at = np.flatnonzero(codes == code)
-        span = np.searchsorted(starts, at, side="right") - 1
-        inside = (span >= 0) & (at < ends[np.maximum(span, 0)])
-        if 2 * len(np.unique(span[inside])) < len(found):
-            return False
-    return True
-
-
-def _spans_running(codes: np.ndarray, found: list[tuple[int, int]]) -> tuple[np.ndarray, np.ndarray]:
-    """Every kernel of the trace (sorted) and how many of the spans run it."""
-    lengths = np.array([b - a for a, b in found])
-    inside = np.concatenate([np.arange(a, b) for a, b in found])
-    pairs = np.unique(np.stack([codes[inside], np.repeat(np.arange(len(found)), lengths)], axis=1), axis=0)
-    kinds = np.unique(codes)
-    return kinds, np.bincount(np.searchsorted(kinds, pairs[:, 0]), minlength=len(kinds))
-
-
-def _breaks_inside(codes: np.ndarray, found: list[tuple[int, int]]) -> dict[int, tuple[int, int]]:
-    """In a trace cut inside forward passes (_cut_inside), per span, the glue it holds: a stretch of MIN_GLUE kernels
-    or more where the repetition of the layers breaks (each kernel differs from the kernel one layer before and the
-    one a layer after) holding a kernel fewer than half the spans run (the LM head, the sampling, the embedding; a
-    MoE layer's longer expert loop breaks the repetition with kernels every layer runs). The glue is cut out of every
-    span it overlaps (the layers of a cut trace are found out of phase: nothing marks where its first one starts)."""
-    if not _cut_inside(codes, found):
-        return {}
-    lengths = [b - a for a, b in found]
-    step = max(set(lengths), key=lengths.count)  # one layer
-    if len(codes) <= 2 * step:
-        return {}
-    after = np.ones(len(codes), dtype=bool)
-    after[:-step] = codes[:-step] != codes[step:]
-    before = np.ones(len(codes), dtype=bool)
-    before[step:] = codes[step:] != codes[:-step]
-    kinds, spans = _spans_running(codes, found)
-    rare = kinds[2 * spans < len(found)]
-    held: dict[int, tuple[int, int]] = {}
-    for lo, hi in _stretches_of(after & before):
-        if hi - lo >= MIN_GLUE and np.isin(codes[lo:hi], rare).any():
-            held |= {i: (max(a, lo), min(b, hi)) for i, (a, b) in enumerate(found) if a < hi and lo < b}
-    return held
-
-
-def _opened_before(codes: np.ndarray, lo: int, start: int, longest: int = 8) -> int:
-    """Where the next pass's first layer starts in a cut trace's glue codes[lo:start] (the repetition resumes at
-    `start`, after a first layer of another kind: a dense layer before MoE ones): the last place that opens as the
-    layer at `start` does for the most kernels (MIN_OPENING at least; the other kind's attention is the same), else
-    `start`. A layer's own second norm matches fewer kernels."""
-    head = codes[start : start + longest]
-    best, best_at = MIN_OPENING, start
-    for at in range(lo + 1, start):
-        same = _common(codes[at : at + len(head)], head)
-        if same >= best:
-            best, best_at = same, at
-    return best_at
-
-
-def _stretches_of(mask: np.ndarray) -> list[tuple[int, int]]:
-    """[start, end) of each run of True in `mask`."""
-    edges = np.diff(np.concatenate(([0], mask.astype(np.int8), [0])))
-    return list(zip(np.flatnonzero(edges == 1).tolist(), np.flatnonzero(edges == -1).tolist(), strict=True))
 
 
 def _overlapped(starts: np.ndarray, ends: np.ndarray, lo: int, hi: int) -> bool:
