@@ -6,8 +6,8 @@ For every `--every`-th eager decode run of a zoo recording (DIR as for `bench/ac
 loses every event before the kernel at `--start` of its first step's kernels and from the kernel at `--end` of its
 last step's (a window from inside one pass to inside another, as `nsys --duration` or a profiler started by hand
 records it), and is ingested. Per run: the middle step's kernels in another layer than their true one (labels sliced
-to the kept kernels), and whether the capture-window warning fired. A whole run is the reference: all these are
-exact whole (`bench/accuracy.py --zoo`).
+to the kept kernels), and whether the capture-window warning fired. The same runs whole are measured by
+`bench/accuracy.py --zoo` (most are exact).
 """
 
 from __future__ import annotations

@@ -10,7 +10,6 @@ cause, so that a fix shows; `python bench/accuracy.py --zoo` prints the same tab
 
 from __future__ import annotations
 
-import json
 import lzma
 import sys
 from pathlib import Path
@@ -23,6 +22,7 @@ from traceview import api
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "sample_traces" / "corpus"), str(ROOT / "bench")]
 
+import cut_windows  # noqa: E402 - bench/cut_windows.py
 import zoo_accuracy  # noqa: E402 - bench/zoo_accuracy.py
 
 ZOO = ROOT / "sample_traces" / "zoo"
@@ -85,13 +85,11 @@ def test_a_capture_window_that_cuts_forward_passes_is_warned(cut: bool, tmp_path
     starts and ends with layers' kernels, not with the embedding and the LM head: its steps cannot be told from its
     kernels (measured on 32 zoo decode runs cut at 40% of the first step and 60% of the last: the middle step was
     wrong in all), and the warning says so. The same trace whole is not warned so."""
-    trace = ZOO / "torch" / "deepseek_v3_dense1_decode_bare.pt.trace.json.xz"
-    doc = json.loads(lzma.decompress(trace.read_bytes()))
-    kernels = sorted(e["ts"] for e in doc["traceEvents"] if e.get("cat") == "kernel" and e.get("ph") == "X")
-    if cut:  # the steps hold about a third of the kernels each
-        t0, t1 = kernels[len(kernels) * 2 // 15], kernels[len(kernels) * 13 // 15]
-        doc["traceEvents"] = [e for e in doc["traceEvents"] if "ts" not in e or t0 <= float(e["ts"]) < t1]
+    name = "deepseek_v3_dense1_decode"
+    trace = ZOO / "torch" / f"{name}_bare.pt.trace.json.xz"
+    if cut:  # as bench/cut_windows.py cuts it: from 40% of the first step's kernels to 60% of the last's
+        assert cut_windows.cut_run(ZOO / "labels" / f"{name}.json", trace, 0.4, 0.6, tmp_path)[2]
+        return
     source = tmp_path / "run.pt.trace.json"
-    source.write_text(json.dumps(doc))
-    summary = api.ingest([source], tmp_path / "run.db")
-    assert any("capture window" in w for w in summary.warnings) == cut, summary.warnings
+    source.write_bytes(lzma.decompress(trace.read_bytes()))
+    assert not any("capture window" in w for w in api.ingest([source], tmp_path / "run.db").warnings)

@@ -1111,7 +1111,7 @@ def _fit(
         ((*_layers_at(codes, marks, unit, shift), rank) for shift, rank in _phases(codes, marks, unit, families)),
         key=lambda r: (
             len(r[0]) - (whole_pass and _ends_in_part(codes, r[0], len(unit))),
-            -sum(abs(s.end - s.start - len(unit)) > 1 for s in r[0]),  # not one unit long: glue swallowed
+            -sum(_off_unit(s, len(unit)) for s in r[0]),  # not one unit long: glue swallowed
             sum(s.end - s.start for s in r[0]),
             r[2],
             _opening_alike(codes, r[0], r[1]),
@@ -1136,7 +1136,12 @@ def _ends_in_part(codes: np.ndarray, spans: list[LayerSpan], unit: int) -> bool:
     long took the second part of a layer, with the epilogue, for a layer (its first layer is then the first part). A
     whole unit that reaches the end is left to the later steps: a kernel the model runs between some layers (RWKV's
     rescale) moves the layers after it by one, and the last one then holds the LM head's first kernel."""
-    return bool(spans) and spans[-1].end == len(codes) and abs(spans[-1].end - spans[-1].start - unit) > 1
+    return bool(spans) and spans[-1].end == len(codes) and _off_unit(spans[-1], unit)
+
+
+def _off_unit(span: LayerSpan, unit: int) -> bool:
+    """Whether a layer is not one unit long (a kernel more or less is a variant's)."""
+    return abs(span.end - span.start - unit) > 1
 
 
 def _without_foreign_openings(

@@ -386,8 +386,9 @@ def _solve_steps(
         fit = period.find_layers(
             codes[lo:hi], families=family_ids[lo:hi], expected=expected, opens=opens, graphs=graphs, whole_pass=True
         )
-        fit = fit if fit is None or fit.graphs else period.at_norms(codes[lo:hi], fit, norms.openings(codes[lo:hi]))
-        fit = fit if fit is None or fit.graphs else period.split_alternating(period.dense(codes[lo:hi]), fit)
+        normed = fit if fit is None or fit.graphs else period.at_norms(codes[lo:hi], fit, norms.openings(codes[lo:hi]))
+        # layers moved to their norms: a unit of several kinds found out of phase now splits where its layers meet
+        fit = normed if normed is fit else period.split_alternating(period.dense(codes[lo:hi]), normed)
         fit = fit if fit is None or fit.graphs else period.with_gaps_as_layers(codes[lo:hi], fit)
         fit = period.with_known_cuts(codes[lo:hi], fit)
         fit = period.with_blocks_before_their_layers(codes[lo:hi], fit)
