@@ -272,3 +272,20 @@ def test_glue_that_a_passs_last_layer_swallowed_is_cut_out_where_it_holds_the_tr
     codes = np.array([sampling, 5, *layer * 2, *glue, *layer * 2, 1, 2, 6], dtype=np.int64)
     found = [(2, 22), (22, 46), (46, 66), (66, 86)]
     assert passes._ends_inside(codes, found) == ({1: (42, 46)} if glue_holds_an_end else {})
+
+
+@pytest.mark.parametrize("stack", ["dense first", "three linear to one full"])
+@pytest.mark.parametrize("count", [3, 6])
+def test_passes_whose_attention_changes_as_the_cache_grows_are_each_a_step(stack: str, count: int) -> None:
+    """A decode step's attention kernel depends on the cache's length, so from pass to pass the glue (the final norm
+    and LM head, the next embedding, the next first token mixer) holds other kernels: with more than three passes its
+    own kernels are run by as many contents as a layer's, yet every pass is still a step."""
+    codes, truth = trace(STACKS[stack], count)
+    for step, layers in enumerate(truth):  # attention's kernel 13 becomes another kernel in every pass
+        lo, hi = layers[0][0], layers[-1][1]
+        codes[lo:hi][codes[lo:hi] == 13] = 1000 + step
+    n = len(codes)
+    result = passes.find_passes(codes, np.arange(n) * 10, np.arange(n) * 10 + 5, np.full(n, -1))
+    assert result.steps == count
+    for step, layers in enumerate(truth):
+        assert set(result.step_of[layers[0][0] : layers[-1][1]]) == {step}

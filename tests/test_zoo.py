@@ -32,11 +32,13 @@ MISSES = {  # run -> why traceview misses it (a strict expected failure), each w
     "--layers 4 too (the blocks' norms could cut it, but one mixer a layer or two is the model's convention); "
     "warned: no repeating kernel structure",
 }
-CASES = labelled_cases(ZOO, MISSES)
+HELD_OUT = ZOO / "held"  # a recording of other widths and depths, four decode steps (record_zoo.py, ZOO_SCALE=2)
+CASES = labelled_cases(ZOO, MISSES) + labelled_cases(HELD_OUT, {})
 
 
 def test_the_zoo_subset_is_committed() -> None:
     assert len(CASES) >= 40
+    assert len(labelled_cases(HELD_OUT, {})) == 2
     assert {p.values[0].stem for p in CASES} >= set(MISSES)
 
 

@@ -35,6 +35,7 @@ import numpy as np
 
 GLUE_CONTENTS = 2  # a kernel run by pieces of more contents than this is a layer's, not the glue's
 GLUE_SHARE = 0.5  # a piece holding this share of the glue's own kernels is the glue between two passes
+GLUE_ALIKE = 0.9  # a piece with this share of its kernels in common with a glue piece is glue too
 NEAR_COVERAGE = 0.98  # share of the spans' layer-like kernels an answer must explain
 WHOLE_LONGEST = 1.4  # a whole layer this many times the median length holds more than a layer
 MAX_CONTEXTS = 40  # boundary contexts tried (layers found out of phase start some kernels early or late)
@@ -170,7 +171,9 @@ def _glue_pieces(codes: np.ndarray, marks: list[int], contents: list[bytes]) -> 
     seen = Counter(code for content in set(contents) for code in set(np.frombuffer(content, dtype=np.int64).tolist()))
     ordinary = {code for code, count in seen.items() if count > GLUE_CONTENTS}
     prologue = codes[: _ends_with_copy(codes, (0, marks[0]), set(contents)) or marks[0]]  # less the first layer's
-    own = Counter(code for code in [*prologue.tolist(), *codes[marks[-1] :].tolist()] if code not in ordinary)
+    ends = [*prologue.tolist(), *codes[marks[-1] :].tolist()]
+    ordinary -= _recurring_together(codes, marks, [code for code in ends if code in ordinary])
+    own = Counter(code for code in ends if code not in ordinary)
     if not own:
         return []
     kinds = np.array(sorted(own), dtype=np.int64)
@@ -182,7 +185,67 @@ def _glue_pieces(codes: np.ndarray, marks: list[int], contents: list[bytes]) -> 
     shared = np.bincount(
         pairs // len(kinds), weights=np.minimum(counts, limit[pairs % len(kinds)]), minlength=len(marks) - 1
     )
-    return [int(i) for i in np.flatnonzero(shared >= GLUE_SHARE * limit.sum())]
+    glue = [int(i) for i in np.flatnonzero(shared >= GLUE_SHARE * limit.sum())]
+    return _with_alike(codes, marks, glue)
+
+
+def _recurring_together(codes: np.ndarray, marks: list[int], candidates: list[int]) -> set[int]:
+    """Of the sequence's end kernels that pieces of many contents run (`candidates`, with repeats), those that are the
+    glue's all the same: with more than three passes the glue's kernels are run by as many contents as a layer's
+    (see _with_alike). The glue's kernels recur together, in each of the same few pieces, which are alike: the set of
+    pieces that runs the most of the candidates, when it is at most a quarter of the pieces (a pass holds four marks
+    or more) and its pieces are alike."""
+    if not candidates:
+        return set()
+    kinds = np.array(sorted(set(candidates)), dtype=np.int64)
+    inner = codes[marks[0] : marks[-1]]
+    at = np.flatnonzero(np.isin(inner, kinds))
+    piece = np.searchsorted(marks, at + marks[0], side="right") - 1
+    pairs = np.unique(np.searchsorted(kinds, inner[at]) * len(marks) + piece)
+    pieces_of = {int(code): frozenset() for code in kinds} | {
+        int(kinds[kind]): frozenset((pairs[pairs // len(marks) == kind] % len(marks)).tolist())
+        for kind in np.unique(pairs // len(marks))
+    }
+    together, _ = max(
+        Counter(pieces_of[code] for code in candidates).items(), key=lambda item: (item[1], -len(item[0]))
+    )
+    if not together or 4 * len(together) > len(marks) - 1:
+        return set()
+    first, *others = (np.sort(codes[marks[i] : marks[i + 1]]) for i in sorted(together))
+    if not all(_alike(first, other) for other in others):
+        return set()
+    return {code for code, pieces in pieces_of.items() if pieces == together}
+
+
+def _with_alike(codes: np.ndarray, marks: list[int], glue: list[int]) -> list[int]:
+    """The glue pieces and every piece alike to one of them (GLUE_ALIKE of its kernels, counted with repeats, in
+    common): the glue holds the next pass's first token mixer, whose kernels change as the cache grows, so with more
+    than three passes the glue's own kernels are run by as many contents as a layer's, and only some glue pieces
+    hold enough of the kernels only the glue runs."""
+    if not glue:
+        return glue
+    contents = [codes[a:b].tobytes() for a, b in itertools.pairwise(marks)]
+    found = {contents[i] for i in glue}
+    sorted_found = [np.sort(np.frombuffer(content, dtype=codes.dtype)) for content in found]
+    alike = found | {
+        content
+        for content in set(contents) - found
+        if any(_alike(np.sort(np.frombuffer(content, dtype=codes.dtype)), other) for other in sorted_found)
+    }
+    return [i for i, content in enumerate(contents) if content in alike]
+
+
+def _alike(a: np.ndarray, b: np.ndarray) -> bool:
+    """Two sorted kernel sequences share GLUE_ALIKE of the longer one's kernels, counted with repeats."""
+    longest = max(len(a), len(b))
+    if min(len(a), len(b)) < GLUE_ALIKE * longest:
+        return False
+    values = np.union1d(a, b)
+    common = np.minimum(
+        np.searchsorted(a, values, "right") - np.searchsorted(a, values, "left"),
+        np.searchsorted(b, values, "right") - np.searchsorted(b, values, "left"),
+    )
+    return int(common.sum()) >= GLUE_ALIKE * longest
 
 
 def _ends_with_copy(codes: np.ndarray, before: tuple[int, int], copies: set[bytes]) -> int | None:
