@@ -13,7 +13,9 @@ For one sequence (a step, or a whole trace):
    piece that holds the glue between two forward passes (the epilogue: final norm, LM head, sampling; the next
    prologue: embedding; then the next pass's first token mixer, which has no residual add before it). Such a
    piece holds the kernels that only the glue runs: those of the sequence's own prologue (before the first mark)
-   and epilogue (after the last) that pieces of no more than two contents run (`_glue_pieces`).
+   and epilogue (after the last) that pieces of no more than two contents run (`_glue_pieces`), or that recur
+   together in the same few pieces, alike to each other (the glue's first token mixer changes from pass to pass as
+   the cache grows, so with many passes the glue is many contents); a piece alike to a glue piece is glue too.
 2. *Passes*: the marks between two glue pieces. A pass of L layers has 2L marks: the opening of each channel
    mixer, of each layer after the first, and of the final norm.
 3. *Layers*: from every second mark; the first layer starts where its token mixer does, inside the glue before
