@@ -33,12 +33,13 @@ MISSES = {  # run -> why traceview misses it (a strict expected failure), each w
     "warned: no repeating kernel structure",
 }
 HELD_OUT = ZOO / "held"  # a recording of other widths and depths, four decode steps (record_zoo.py, ZOO_SCALE=2)
-CASES = labelled_cases(ZOO, MISSES) + labelled_cases(HELD_OUT, {})
+EIGHT_STEPS = ZOO / "steps8"  # a recording of eight decode steps (record_zoo.py --steps 8)
+CASES = labelled_cases(ZOO, MISSES) + labelled_cases(HELD_OUT, {}) + labelled_cases(EIGHT_STEPS, {})
 
 
 def test_the_zoo_subset_is_committed() -> None:
     assert len(CASES) >= 40
-    assert len(labelled_cases(HELD_OUT, {})) == 2
+    assert len(labelled_cases(HELD_OUT, {})) == 2 and len(labelled_cases(EIGHT_STEPS, {})) == 1
     assert {p.values[0].stem for p in CASES} >= set(MISSES)
 
 
