@@ -30,7 +30,7 @@ from traceview import api
 def cut_run(labels: Path, trace: Path, start: float, end: float, workdir: Path) -> tuple[int, int, bool]:
     """(middle-step kernels wrong, middle-step kernels, capture-window warning) of one run cut as the module says."""
     true, _ = truth.zoo_labels(labels)
-    doc = json.loads(zoo_accuracy.plain(trace, workdir).read_text())
+    doc = json.loads(truth.plain(trace, workdir).read_text())
     kernels = sorted(
         (e for e in doc["traceEvents"] if e.get("cat") == "kernel" and e.get("ph") == "X"),
         key=lambda e: (e["ts"], e.get("args", {}).get("correlation", 0)),

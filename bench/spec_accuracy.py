@@ -54,7 +54,7 @@ def check_spec(labels: Path, trace: Path) -> SpecRow:
     true, digest = spec_labels(labels)
     with tempfile.TemporaryDirectory() as tmp:
         database = Path(tmp) / "run.db"
-        api.ingest([zoo_accuracy.plain(trace, Path(tmp))], database)
+        api.ingest([truth.plain(trace, Path(tmp))], database)
         with api.connect(database) as con:
             found = con.execute(
                 "SELECT step, layer, role, name FROM gpu_activity WHERE kind = 'kernel' "

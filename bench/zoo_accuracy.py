@@ -13,7 +13,6 @@ summary gives the share exact per mode and how many misses and exact runs the wa
 from __future__ import annotations
 
 import hashlib
-import lzma
 import tempfile
 from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
@@ -61,7 +60,7 @@ def check_zoo(labels: Path, trace: Path, hint: bool) -> ZooRow:
     true, digest = truth.zoo_labels(labels)
     layers = _true_layers(true)
     with tempfile.TemporaryDirectory() as tmp:
-        source = plain(trace, Path(tmp))
+        source = truth.plain(trace, Path(tmp))
         database = Path(tmp) / "run.db"
         summary = api.ingest([source], database, segment_options=SegmentOptions(layers=max(layers) if hint else None))
         found, names, methods, drafter = _found(database)
@@ -84,14 +83,6 @@ def check_zoo(labels: Path, trace: Path, hint: bool) -> ZooRow:
         drafter=drafter,
         labelled=labelled,
     )
-
-
-def plain(trace: Path, workdir: Path) -> Path:
-    if trace.suffix != ".xz":
-        return trace
-    out = workdir / trace.stem
-    out.write_bytes(lzma.decompress(trace.read_bytes()))
-    return out
 
 
 def _found(database: Path) -> tuple[list[tuple[int | None, int | None]], list[str], list[str], bool]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
@@ -17,7 +18,9 @@ import traceview
 DATA = Path(__file__).parent / "data"
 HTA = DATA / "hta"
 SAMPLES = Path(__file__).parent.parent / "sample_traces"
+sys.path.insert(0, str(SAMPLES / "corpus"))
 
+from truth import plain  # noqa: E402, F401 - a bundled .xz trace decompressed, as tests import it from here
 
 # The modules of 20 CPU-seconds or more (2026-12-02), longest first: they start first, so that the workers finish
 # together (--dist loadfile hands out whole files in collection order, and test_zoo.py, last by name, used to run

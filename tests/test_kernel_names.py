@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import gzip
 import json
-import lzma
 import shutil
 import sqlite3
 import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import DATA, SAMPLES
+from conftest import DATA, SAMPLES, plain
 from kineto_builder import KinetoTrace
 
 import traceview
@@ -137,12 +136,7 @@ def _names(path: Path, scratch: Path) -> set[str]:
     """Kernel names of a bundled trace: Kineto JSON, or an nsys SQLite export (.sqlite.xz unpacked to `scratch`)."""
     if path.name.endswith(".json.gz"):
         return _kineto_kernel_names(path)
-    if path.name.endswith(".xz"):
-        unpacked = scratch / path.name.removesuffix(".xz")
-        with lzma.open(path) as packed, unpacked.open("wb") as out:
-            shutil.copyfileobj(packed, out)
-        path = unpacked
-    return _nsys_kernel_names(path)
+    return _nsys_kernel_names(plain(path, scratch))
 
 
 def _bundled_traces() -> list[Path]:

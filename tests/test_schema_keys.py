@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import SAMPLES
+from conftest import SAMPLES, plain
 
 import traceview
 from traceview.ingest import IngestOptions
@@ -20,14 +20,14 @@ SOURCES = (
     SAMPLES / "eager.pt.trace.json.gz",
     SAMPLES / "graph.sqlite",
     SAMPLES / "tp" / "tp_overlap",
-    SAMPLES / "tp" / "tp_default.sqlite",
+    SAMPLES / "tp" / "tp_default.sqlite.xz",
 )
 
 
 def test_keys_are_unique_per_run(tmp_path: Path) -> None:
     database = tmp_path / "runs.db"
     for source in SOURCES:
-        traceview.ingest([source], database)
+        traceview.ingest([plain(source, tmp_path)], database)
     traceview.ingest([SAMPLES / "eager.pt.trace.json.gz"], database, IngestOptions(replace=True))
     with traceview.connect(database) as con:
         assert con.execute("SELECT count(*) FROM runs").fetchall() == [(len(SOURCES),)]

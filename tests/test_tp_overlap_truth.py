@@ -27,7 +27,7 @@ sys.path.insert(0, str(TP_HF))
 
 import overlap_truth  # noqa: E402 - sample_traces/tp_hf/overlap_truth.py, standard library only
 
-EXISTING = [TP / "tp_default", TP / "tp_overlap", TP / "tp_default.sqlite", TP / "tp_overlap.sqlite"]
+EXISTING = [TP / "tp_default", TP / "tp_overlap", TP / "tp_default.sqlite.xz", TP / "tp_overlap.sqlite.xz"]
 NOT_RECORDED = "no transformers TP traces in sample_traces/tp_hf yet: they need 2 GPUs (sample_traces/tp_hf/README.md)"
 Figures = dict[tuple[int, int, int], dict[str, int]]
 

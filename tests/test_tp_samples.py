@@ -13,7 +13,7 @@ import statistics
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLES
+from conftest import SAMPLES, plain
 
 import traceview
 from traceview import api, sqllib
@@ -29,7 +29,7 @@ COMM_PER_STEP = 16  # two all-reduces per layer
 
 
 def _source(path: str, source: str) -> Path:
-    return TP / path if source == "kineto" else TP / f"{path}.sqlite"
+    return TP / path if source == "kineto" else TP / f"{path}.sqlite.xz"
 
 
 @pytest.fixture(scope="module")
@@ -38,8 +38,9 @@ def dbs(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], Path]
     out = {}
     for path in PATHS:
         for source in SOURCES:
-            db = tmp_path_factory.mktemp("tp") / f"{path}-{source}.db"
-            summary = traceview.ingest([_source(path, source)], db)
+            scratch = tmp_path_factory.mktemp("tp")
+            db = scratch / f"{path}-{source}.db"
+            summary = traceview.ingest([plain(_source(path, source), scratch)], db)
             assert (summary.ranks, summary.steps, summary.layers) == (RANKS, RANKS * STEPS, RANKS * STEPS * LAYERS)
             assert summary.kernels == RANKS * STEPS * KERNELS_PER_STEP
             out[(path, source)] = db

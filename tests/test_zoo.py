@@ -10,11 +10,11 @@ cause, so that a fix shows; `python bench/accuracy.py --zoo` prints the same tab
 
 from __future__ import annotations
 
-import lzma
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import plain
 from labelled_cases import labelled_cases
 
 from traceview import api
@@ -93,6 +93,5 @@ def test_a_capture_window_that_cuts_forward_passes_is_warned(cut: bool, tmp_path
     if cut:  # as bench/cut_windows.py cuts it: from 40% of the first step's kernels to 60% of the last's
         assert cut_windows.cut_run(ZOO / "labels" / f"{name}.json", trace, 0.4, 0.6, tmp_path)[2]
         return
-    source = tmp_path / "run.pt.trace.json"
-    source.write_bytes(lzma.decompress(trace.read_bytes()))
+    source = plain(trace, tmp_path)
     assert not any("capture window" in w for w in api.ingest([source], tmp_path / "run.db").warnings)
