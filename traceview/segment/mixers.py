@@ -180,15 +180,21 @@ def _glue_pieces(codes: np.ndarray, marks: list[int], contents: list[bytes]) -> 
         return []
     kinds = np.array(sorted(own), dtype=np.int64)
     limit = np.array([own[int(k)] for k in kinds])
-    inner = codes[marks[0] : marks[-1]]
-    at = np.flatnonzero(np.isin(inner, kinds))
-    piece = np.searchsorted(marks, at + marks[0], side="right") - 1
-    pairs, counts = np.unique(piece * len(kinds) + np.searchsorted(kinds, inner[at]), return_counts=True)
+    pairs, counts = _in_pieces(codes, marks, kinds)
     shared = np.bincount(
         pairs // len(kinds), weights=np.minimum(counts, limit[pairs % len(kinds)]), minlength=len(marks) - 1
     )
     glue = [int(i) for i in np.flatnonzero(shared >= GLUE_SHARE * limit.sum())]
-    return _with_alike(codes, marks, glue)
+    return _with_alike(codes, contents, glue)
+
+
+def _in_pieces(codes: np.ndarray, marks: list[int], kinds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Which of the sorted `kinds` of kernel each piece between the first and the last mark runs, and how often:
+    distinct piece * len(kinds) + kind, and the count of each."""
+    inner = codes[marks[0] : marks[-1]]
+    at = np.flatnonzero(np.isin(inner, kinds))
+    piece = np.searchsorted(marks, at + marks[0], side="right") - 1
+    return np.unique(piece * len(kinds) + np.searchsorted(kinds, inner[at]), return_counts=True)
 
 
 def _recurring_together(codes: np.ndarray, marks: list[int], candidates: list[int]) -> set[int]:
@@ -200,14 +206,10 @@ def _recurring_together(codes: np.ndarray, marks: list[int], candidates: list[in
     if not candidates:
         return set()
     kinds = np.array(sorted(set(candidates)), dtype=np.int64)
-    inner = codes[marks[0] : marks[-1]]
-    at = np.flatnonzero(np.isin(inner, kinds))
-    piece = np.searchsorted(marks, at + marks[0], side="right") - 1
-    pairs = np.unique(np.searchsorted(kinds, inner[at]) * len(marks) + piece)
-    pieces_of = {int(code): frozenset() for code in kinds} | {
-        int(kinds[kind]): frozenset((pairs[pairs // len(marks) == kind] % len(marks)).tolist())
-        for kind in np.unique(pairs // len(marks))
-    }
+    pairs, _ = _in_pieces(codes, marks, kinds)
+    pieces_of: dict[int, frozenset[int]] = {int(code): frozenset() for code in kinds}
+    for kind in np.unique(pairs % len(kinds)):
+        pieces_of[int(kinds[kind])] = frozenset((pairs[pairs % len(kinds) == kind] // len(kinds)).tolist())
     together, _ = max(
         Counter(pieces_of[code] for code in candidates).items(), key=lambda item: (item[1], -len(item[0]))
     )
@@ -219,14 +221,13 @@ def _recurring_together(codes: np.ndarray, marks: list[int], candidates: list[in
     return {code for code, pieces in pieces_of.items() if pieces == together}
 
 
-def _with_alike(codes: np.ndarray, marks: list[int], glue: list[int]) -> list[int]:
+def _with_alike(codes: np.ndarray, contents: list[bytes], glue: list[int]) -> list[int]:
     """The glue pieces and every piece alike to one of them (GLUE_ALIKE of its kernels, counted with repeats, in
     common): the glue holds the next pass's first token mixer, whose kernels change as the cache grows, so with more
     than three passes the glue's own kernels are run by as many contents as a layer's, and only some glue pieces
-    hold enough of the kernels only the glue runs."""
+    hold enough of the kernels only the glue runs. `contents`: each piece's kernels, as bytes."""
     if not glue:
         return glue
-    contents = [codes[a:b].tobytes() for a, b in itertools.pairwise(marks)]
     found = {contents[i] for i in glue}
     sorted_found = [np.sort(np.frombuffer(content, dtype=codes.dtype)) for content in found]
     alike = found | {
