@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import pickle
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -21,6 +22,8 @@ import pytest
 from conftest import HTA, SAMPLES
 from fuzz_runner import db_fingerprint
 from hostile_traces import assert_one_line_error, traceview, traceview_cmd
+
+from traceview.errors import BadInputError
 
 SMALL = HTA / "trace_compare" / "base" / "base.json.gz"
 # Without the capabilities that let root read and write whatever it likes, file permissions apply to root too.
@@ -212,3 +215,10 @@ def test_a_regular_expression_that_does_not_compile_is_one_line(tmp_path: Path, 
     result = traceview("ingest", SMALL, "-o", tmp_path / "out.db", option, pattern)
     assert_one_line_error(result, None, f"bad {option} {pattern!r}")
     assert not (tmp_path / "out.db").exists()
+
+
+def test_an_error_crosses_a_process_boundary_as_itself(tmp_path: Path) -> None:
+    """A library user ingesting in worker processes gets the worker's error back whole (it used to break the pool:
+    an exception is unpickled by calling its class with its args)."""
+    error = pickle.loads(pickle.dumps(BadInputError(tmp_path / "t.json", "is truncated", "record it again")))
+    assert type(error) is BadInputError and str(error) == f"{tmp_path / 't.json'}: is truncated — record it again"

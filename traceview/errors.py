@@ -22,6 +22,10 @@ class TraceviewError(Exception):
         self.remedy = remedy
         super().__init__(str(self))
 
+    def __reduce__(self) -> tuple[type[TraceviewError], tuple[str | None, str, str]]:
+        """Pickled with its three parts (a worker process's error reaches the parent as itself)."""
+        return type(self), (self.path, self.problem, self.remedy)
+
     def __str__(self) -> str:
         where = f"{self.path}: " if self.path else ""
         return f"{where}{self.problem} — {self.remedy}"
