@@ -32,23 +32,33 @@ MISSES = {  # run -> why traceview misses it (a strict expected failure), each w
     "--layers 4 too (the blocks' norms could cut it, but one mixer a layer or two is the model's convention); "
     "warned: no repeating kernel structure",
 }
+EIGHT_STEP_MISSES = {  # recorded on an H100 (2026-12-06): warned misses of many-step bare decode
+    "mamba_default_decode": "known limit: the slow path's per-step work grows with the sequence (every layer runs "
+    "four kernels more each step), so no two passes are alike and the eight passes are one step of 64 layers; "
+    "warned: the glue between passes (the sampling, the embedding) inside a layer",
+    "qwen2_default_decode": "known limit: in the fifth step the layers are found out of phase (each opens with the "
+    "last GEMM of the layer before), as that step's attention kernel changed with the cache's length; warned: no "
+    "layer of that step opens with the kernel the others open with",
+}
 HELD_OUT = ZOO / "held"  # a recording of other widths and depths, four decode steps (record_zoo.py, ZOO_SCALE=2)
 EIGHT_STEPS = ZOO / "steps8"  # a recording of eight decode steps (record_zoo.py --steps 8)
-CASES = labelled_cases(ZOO, MISSES) + labelled_cases(HELD_OUT, {}) + labelled_cases(EIGHT_STEPS, {})
+CASES = labelled_cases(ZOO, MISSES) + labelled_cases(HELD_OUT, {}) + labelled_cases(EIGHT_STEPS, EIGHT_STEP_MISSES)
 
 
 def test_the_zoo_subset_is_committed() -> None:
     assert len(CASES) >= 40
-    assert len(labelled_cases(HELD_OUT, {})) == 2 and len(labelled_cases(EIGHT_STEPS, {})) == 1
+    assert len(labelled_cases(HELD_OUT, {})) == 2 and len(labelled_cases(EIGHT_STEPS, {})) == 3
     assert {p.values[0].stem for p in CASES} >= set(MISSES)
 
 
-@pytest.mark.parametrize("run", sorted(MISSES))
-def test_every_committed_miss_is_warned(run: str) -> None:
+@pytest.mark.parametrize(
+    ("root", "run"), [(ZOO, run) for run in MISSES] + [(EIGHT_STEPS, r) for r in EIGHT_STEP_MISSES]
+)
+def test_every_committed_miss_is_warned(root: Path, run: str) -> None:
     """A run traceview gets wrong says so (a step's last kernel, the LM head's place, inside a layer; a prologue a
     layer long that runs much of what layers run; kernels beside the layers many layers' worth; layers that are
-    other layers plus a block)."""
-    labels, trace = next((labels, trace) for labels, trace in zoo_accuracy.zoo_cases(ZOO) if labels.stem == run)
+    other layers plus a block; the glue between passes inside a layer; a step's layers out of phase)."""
+    labels, trace = next((labels, trace) for labels, trace in zoo_accuracy.zoo_cases(root) if labels.stem == run)
     row = zoo_accuracy.check_zoo(labels, trace, hint=False)
     assert not row.exact and row.warnings, row
 

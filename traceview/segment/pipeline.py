@@ -41,6 +41,7 @@ ADD_NAME = re.compile(r"CUDAFunctor_add<")  # an eager residual add (ATen's elem
 COVERAGE_TO_TRUST = 0.5  # share of a step's kernels a method must place for auto to choose it
 NEAR_EDGE_SHARE = 0.5  # of the layer-long stretch before the first layer that layers run, for a layer left out there
 LOW_CONFIDENCE = 0.8  # an inferred layer instance matching its unit less than this is reported
+GLUE_RARE = 0.25  # a kernel fewer than this share of a step's layers run, before or after them all, is the glue's
 
 
 @dataclass(frozen=True)
@@ -664,7 +665,7 @@ def _doubts(con: duckdb.DuckDBPyConnection, run_id: int, outcome: _LayerOutcome)
             f"{late} GPU activities started more than {steps.MAX_LAUNCH_DELAY_NS // 10**9} s after their launch call "
             "(a clock jump or damaged times?): left out of every step and layer"
         )
-    return doubts + _steps_ending_inside_a_layer(con, run_id) + _structure_doubts(con)
+    return doubts + _steps_ending_inside_a_layer(con, run_id) + _several_passes(con, run_id) + _structure_doubts(con)
 
 
 def _steps_ending_inside_a_layer(con: duckdb.DuckDBPyConnection, run_id: int) -> list[str]:
@@ -688,6 +689,46 @@ def _steps_ending_inside_a_layer(con: duckdb.DuckDBPyConnection, run_id: int) ->
         f"in {count} step(s) the last kernel is inside an inferred layer: a forward pass ends with its final norm "
         "and LM head after its last layer, so that layer likely holds them, or whole forward passes (give "
         "--layers N, or annotate the layers with traceview.capture)"
+    ]
+
+
+def _several_passes(con: duckdb.DuckDBPyConnection, run_id: int) -> list[str]:
+    """A line when some inferred steps hold the glue between two forward passes inside a layer: of the kernels a
+    step runs before its first layer and after its last (the embedding, the final norm, LM head and sampling),
+    those fewer than a quarter of its layers run (GLUE_RARE) are the glue's, and a layer that runs half of them or
+    more (at least two), the step's first kernel among them, holds the end of one pass and the start of the next (a
+    block that some layers run beside their own, such as Zamba's shared attention computing positions again, runs
+    some of the kernels around the layers, not what opens a pass: the previous token's sampling, the embedding)."""
+    (count,) = con.execute(
+        """
+        WITH lk AS (SELECT k.rank, k.step, k.code, k.start_ns, l.layer
+                    FROM _seg_k k LEFT JOIN _seg_layer_of l USING (activity_id)
+                    WHERE k.kind = 'kernel' AND (k.rank, k.step) IN (
+                        SELECT (rank, step) FROM steps WHERE run_id = $run AND method IN ('passes', 'whole')
+                                                             AND coalesce(draft_passes, 0) = 0)),
+        bounds AS (SELECT rank, step, min(start_ns) AS lo, max(start_ns) AS hi, count(DISTINCT layer) AS layers
+                   FROM lk WHERE layer IS NOT NULL GROUP BY ALL),
+        ran AS (SELECT rank, step, code, count(DISTINCT layer) AS layers FROM lk WHERE layer IS NOT NULL GROUP BY ALL),
+        glue AS (SELECT DISTINCT lk.rank, lk.step, lk.code
+                 FROM lk JOIN bounds b USING (rank, step) LEFT JOIN ran r USING (rank, step, code)
+                 WHERE (lk.start_ns < b.lo OR lk.start_ns > b.hi) AND coalesce(r.layers, 0) < $rare * b.layers),
+        kinds AS (SELECT rank, step, count(*) AS n FROM glue GROUP BY ALL),
+        opening AS (SELECT rank, step, arg_min(code, start_ns) AS first FROM lk GROUP BY ALL),
+        holding AS (SELECT lk.rank, lk.step, lk.layer, count(DISTINCT lk.code) AS held,
+                           bool_or(lk.code = o.first) AS opens
+                    FROM lk JOIN glue USING (rank, step, code) JOIN opening o USING (rank, step)
+                    WHERE lk.layer IS NOT NULL GROUP BY ALL)
+        SELECT count(DISTINCT (rank, step)) FROM holding JOIN kinds USING (rank, step)
+        WHERE opens AND held >= greatest(2, n / 2)
+        """,
+        {"run": run_id, "rare": GLUE_RARE},
+    ).fetchall()[0]
+    if not count:
+        return []
+    return [
+        f"{count} step(s) hold layers that run most of what the step runs only before its first layer and after its "
+        "last (the embedding, the LM head, the sampling): such a step likely holds several forward passes, the "
+        "glue between them inside a layer (give --layers N, or annotate the steps)"
     ]
 
 
@@ -795,6 +836,12 @@ def _structure_doubts(con: duckdb.DuckDBPyConnection) -> list[str]:
             "likely cuts forward passes in two, so its steps and layer numbers can be wrong (capture whole steps: "
             "torch.profiler's schedule, nsys --capture-range=cudaProfilerApi; or give --layers N)"
         )
+    if shifted := _out_of_phase(con):
+        doubts.append(
+            f"in {shifted} step(s) no inferred layer opens with the kernel most layers open with, though the step runs "
+            "it inside its layers: the layers of those steps are likely out of phase, each holding the end of the one "
+            "before (give --layers N, or annotate the layers with traceview.capture)"
+        )
     if doubled := _doubled_openings(con):
         doubts.append(
             f"in {doubled} step(s) the first layer opens with the same kernel twice (as two norms back to back): "
@@ -824,6 +871,34 @@ def _cut_windows(con: duckdb.DuckDBPyConnection) -> int:
         )
         SELECT count(*) FROM ends
         WHERE (rank, first) IN (SELECT (rank, code) FROM known) AND (rank, last) IN (SELECT (rank, code) FROM known)
+        """
+    ).fetchall()[0][0]
+
+
+def _out_of_phase(con: duckdb.DuckDBPyConnection) -> int:
+    """Steps none of whose inferred layers opens with the kernel that most of their rank's layers open with (their
+    input norm's first), though their layers run it, and whose layers open with a kernel that the other steps'
+    layers run inside: the step's layers were cut elsewhere (a step whose attention kernel changed with the cache's
+    length, its layers found from the repeating unit out of phase). A step whose layers open with a kernel no other
+    step runs opens them with another variant of the usual one (the first decode step's GEMMs), in phase."""
+    return con.execute(
+        """
+        WITH openings AS (
+            SELECT l.rank, l.step, l.layer, arg_min(k.code, (k.start_ns, k.activity_id)) AS code
+            FROM _seg_layer_of l JOIN _seg_k k USING (activity_id)
+            WHERE l.method = 'period' AND l.kind = 'kernel' GROUP BY ALL
+        ), usual AS (SELECT rank, mode(code) AS code FROM openings GROUP BY rank),
+        elsewhere AS (  -- the steps none of whose layers opens with the usual kernel, and what they open with
+            SELECT o.rank, o.step, mode(o.code) AS code FROM openings o JOIN usual u USING (rank)
+            GROUP BY o.rank, o.step HAVING NOT bool_or(o.code = u.code)
+        ), ran AS (
+            SELECT DISTINCT k.rank, k.step, k.code FROM _seg_layer_of l JOIN _seg_k k USING (activity_id)
+            WHERE l.method = 'period' AND l.kind = 'kernel'
+        )
+        SELECT count(*) FROM elsewhere e JOIN usual u USING (rank)
+        WHERE (e.rank, e.step, u.code) IN (SELECT (rank, step, code) FROM ran)
+          AND EXISTS (SELECT 1 FROM ran r WHERE r.rank = e.rank AND r.code = e.code
+                      AND (r.rank, r.step) NOT IN (SELECT (rank, step) FROM elsewhere))
         """
     ).fetchall()[0][0]
 
