@@ -93,7 +93,17 @@ def find_passes(
     # searched from at least one typical layer after its start; layers found from their mixers end where they end
     opening, closing = codes[: groups[0][0][0]], codes[groups[-1][-1][1] :]
     cuts = [
-        _cut(idle, replay, *_boundary_range(codes, a[-1][1], ends[a[-1]] + typical, b[0][0], (opening, closing)))
+        _cut(
+            idle,
+            replay,
+            *_boundary_range(
+                codes,
+                a[-1][1],
+                ends[a[-1]] + typical,
+                _first_layer_start(codes, found.spans, a[-1][1], b[0][0]) if alike and replay[b[0][0]] < 0 else b[0][0],
+                (opening, closing),
+            ),
+        )
         for a, b in itertools.pairwise(groups)
     ]
     threshold = _stray_gap(idle, start_ns, end_ns, runs)
@@ -712,6 +722,21 @@ def _shared_epilogue(codes: np.ndarray, drafts: list[tuple[int, int]], target: i
     (_, prev_end), (last_start, last_end) = drafts[-2:]
     between, after = codes[prev_end:last_start], codes[last_end:target]
     return max(_common(between, after) - _common(between[::-1], after[::-1]), 0)
+
+
+def _first_layer_start(codes: np.ndarray, spans: list[tuple[int, int]], lo: int, start: int) -> int:
+    """Where a pass's first layer starts, the found one starting at `start` after glue from `lo`: as many kernels
+    earlier as the glue ends with the found layer's own last kernels. A layer found out of phase ends with the next
+    layer's opening (its input norm), and the pass's first layer then has its opening right before it, in what looks
+    like glue; a step boundary searched there could cut the layer in two (an idle gap inside it, as where the cache
+    grows). Only between eager passes of one kind (a replayed pass starts where its replay does, and a drafter's
+    passes and a target's glue differ), and by less than half the layer (the glue ending with most of a layer is a
+    drafter's pass, of another norm)."""
+    span = next(((a, b) for a, b in spans if a == start), None)
+    if span is None:
+        return start
+    shift = _common(codes[lo:start][::-1], codes[span[0] : span[1]][::-1])
+    return start - shift if 2 * shift < span[1] - span[0] else start  # an opening, not a whole layer of another pass
 
 
 def _common(a: np.ndarray, b: np.ndarray) -> int:
