@@ -289,3 +289,21 @@ def test_passes_whose_attention_changes_as_the_cache_grows_are_each_a_step(stack
     assert result.steps == count
     for step, layers in enumerate(truth):
         assert set(result.step_of[layers[0][0] : layers[-1][1]]) == {step}
+
+
+def test_passes_whose_layers_grow_step_by_step_open_as_the_trace_does() -> None:
+    """A recurrent layer's slow path scans a state that grows with the sequence: each pass's layers run two kernels
+    more than the pass before's, so no repeating unit fits every pass and the glue between passes is a few kernels
+    against a layer's dozens. Every pass opens with the trace's first kernel (the embedding), which no layer runs:
+    each of those openings starts a step."""
+    out: list[int] = []
+    starts = []
+    for step in range(6):
+        layer = [*N, 10, *[60, 61] * (6 + step), 13, *R, *MLP]
+        starts.append(len(out))
+        out += PROLOGUE + layer * 8 + EPILOGUE
+    codes = np.array(out, dtype=np.int64)
+    n = len(codes)
+    result = passes.find_passes(codes, np.arange(n) * 10, np.arange(n) * 10 + 5, np.full(n, -1))
+    assert result.steps == 6
+    assert result.step_of.tolist() == (np.searchsorted(starts, np.arange(n), side="right") - 1).tolist()

@@ -36,6 +36,7 @@ INNER_COVERAGE = 0.75  # share of a repeating unit its own layers cover for the 
 MIN_TARGET_LAYERS = 4  # a target's verify pass runs at least this many layers (a layer's own parts repeat less)
 MIN_GLUE = 3  # kernels between two forward passes at least: a final norm, the LM head, the next embedding
 FAR_LAYERS = 6  # kernels around runs of layers, in layers, that no prologue or epilogue is: a loop inside a layer
+RARE_IN_LAYERS = 0.25  # a kernel fewer than this share of the layers found run is the glue's, not a layer's
 PASSES_COVERAGE = 0.5  # the same, when the unit is a drafter's passes and a target's
 
 
@@ -75,15 +76,18 @@ def find_passes(
     found = _replays_as_passes(codes, found, replay) or found
     mixed = _by_mixers(codes, found)
     found = mixed or found
+    opened = _openings(codes, found)
     inside = _across_pass_insides(codes, found, replay)
-    if len(inside.runs) == 1 < len(found.runs):  # every stretch between the runs is inside one pass
+    if len(inside.runs) == 1 < len(found.runs) and opened is None:  # every stretch between runs is inside a pass
         return Passes(np.zeros(n, dtype=np.int64), 1, 1, "whole")
     found = inside
     groups = _group(found.runs, found.counts)
     alike = len(groups) > 1 and _close(min(found.counts), max(found.counts))  # passes of one kind: no drafter
-    if alike and _glue_of_loops(found):
+    if alike and _glue_of_loops(found) and opened is None:
         return Passes(np.zeros(n, dtype=np.int64), 1, 1, "whole")
     spec = None if alike else _speculative(codes, nested=mixed is None and len(groups) == 1)
+    if spec and opened is not None and len(opened) < len(spec[1]):
+        spec = None  # fewer passes open as the trace does than steps were found: no drafter's passes and verifies
     found, groups = spec or (found, groups)  # a drafter's passes and a target's verify: the steps are the verifies
     runs, last_starts = found.runs, found.last_starts
     typical = 0 if mixed and spec is None else found.typical
@@ -108,6 +112,10 @@ def find_passes(
     ]
     threshold = _stray_gap(idle, start_ns, end_ns, runs)
     lo, hi = _first_kept(idle, groups[0][0][0], threshold), _end_kept(idle, groups[-1][-1][1], threshold)
+    if opened is not None and not spec and not lo:  # each pass opens as the trace does
+        step_of[: opened[-1]] = np.searchsorted(opened, np.arange(opened[-1]), side="right") - 1
+        step_of[opened[-1] : hi] = len(opened) - 1
+        return Passes(step_of, len(opened), len(opened), "passes")
     for step, (a, b) in enumerate(itertools.pairwise([lo, *cuts, hi])):
         step_of[a:b] = step
     verify = dict(zip(runs, found.counts, strict=True)) if spec and spec[0].by_glue else None
@@ -117,6 +125,20 @@ def find_passes(
     normed = {run: _with_final_norm(codes, run, ends[run]) for run in runs}
     draft_of = _drafts_by_step(codes, [lo, *cuts, hi], groups, verify, normed) if verify else None
     return Passes(step_of, len(groups), len(runs), "passes", draft_of)
+
+
+def _openings(codes: np.ndarray, found: _Runs) -> np.ndarray | None:
+    """Where each forward pass opens, when every pass opens as the trace does: each place the trace's first kernel
+    (the embedding) recurs, when it is the glue's (fewer than RARE_IN_LAYERS of the layers found run it) and every
+    stretch from one place to the next holds MIN_TARGET_LAYERS typical layers or more; else None. The glue between
+    two passes is a few kernels against a layer's hundred, and when the layers change from step to step (a recurrent
+    layer's scan over a growing state, a cuBLAS variant that changes with the cache) no repeating unit fits them all:
+    the layers found swallow it, while the embedding still opens every pass."""
+    at = np.flatnonzero(codes == codes[0])
+    if len(at) < 2 or np.diff([*at.tolist(), len(codes)]).min() < MIN_TARGET_LAYERS * found.typical:
+        return None
+    running = sum(bool((codes[a:b] == codes[0]).any()) for a, b in found.spans)
+    return at if running < RARE_IN_LAYERS * len(found.spans) else None
 
 
 def _own_ends(
@@ -590,7 +612,7 @@ def _inner_layers(
 def _inner(unit: np.ndarray, opens: np.ndarray | None) -> list[tuple[int, int]]:
     """The layers of one instance (see _inner_layers); layers compiled one by one are its compiled graphs, however
     short a share of it (a compiled layer runs few kernels beside an eager prologue)."""
-    fit = period.find_layers(unit, kinds=False)
+    fit = period.find_layers(unit, kinds=False, whole_pass=True)
     if fit is not None and fit.coverage >= INNER_COVERAGE and not _all_layers(unit):
         return [(s.start, s.end) for s in fit.layers]
     graphs = period.find_layers(unit, kinds=False, opens=opens) if opens is not None else None
@@ -613,7 +635,7 @@ def _all_layers(unit: np.ndarray) -> bool:
     """Whether a unit is layers from end to end (layers of several kinds: three linear-attention layers and a full
     one) rather than a forward pass, whose prologue and epilogue are not layers: its layers, with those of other
     kinds found from boundary to boundary, leave no kernel out."""
-    fit = period.find_layers(unit, halves=False)
+    fit = period.find_layers(unit, halves=False, whole_pass=True)
     return fit is not None and sum(s.end - s.start for s in fit.layers) == len(unit)
 
 

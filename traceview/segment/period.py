@@ -134,6 +134,7 @@ def find_layers(
     best = choose(fits)
     if best is None:
         return None
+    best = _in_whole_phase(codes, fits, best) if whole_pass else best
     fit = split_alternating(codes, best, kinds)
     fit = with_edge_layers(codes, fit) if edges else fit
     fit = by_mixers(codes, fit) if kinds and edges and halves else fit
@@ -1128,6 +1129,26 @@ def _fit(
     return PeriodFit(
         tuple(spans), unit_len, covered / len(codes), confidence, agreement(codes, spans), alike(codes, spans)
     )
+
+
+def _in_whole_phase(codes: np.ndarray, fits: list[PeriodFit], best: PeriodFit) -> PeriodFit:
+    """`best`, or when its last layer ends in part (_ends_in_part: a phase that took the second part of a layer,
+    with the epilogue, for a layer) the choice among the fits of layers as long as its own that do not: the same
+    layers in their whole phase, found from another anchor kernel (a GEMM variant that both the layer's first
+    projection and its output projection run)."""
+    if not _ends_in_part(codes, list(best.layers), best.period):
+        return best
+    length = _median_length(best)
+    whole = [
+        fit
+        for fit in fits
+        if abs(_median_length(fit) - length) <= 1 and not _ends_in_part(codes, list(fit.layers), fit.period)
+    ]
+    return choose(whole) or best
+
+
+def _median_length(fit: PeriodFit) -> float:
+    return float(np.median([s.end - s.start for s in fit.layers]))
 
 
 def _ends_in_part(codes: np.ndarray, spans: list[LayerSpan], unit: int) -> bool:
