@@ -35,12 +35,19 @@ MISSES = {  # run -> why traceview misses it (a strict expected failure), each w
 }
 HELD_OUT = ZOO / "held"  # a recording of other widths and depths, four decode steps (record_zoo.py, ZOO_SCALE=2)
 EIGHT_STEPS = ZOO / "steps8"  # a recording of eight decode steps (record_zoo.py --steps 8)
-CASES = labelled_cases(ZOO, MISSES) + labelled_cases(HELD_OUT, {}) + labelled_cases(EIGHT_STEPS, {})
+HELD_EIGHT = ZOO / "held8"  # a held-out recording of eight decode steps (ZOO_SCALE=2, GPU activity only)
+CASES = (
+    labelled_cases(ZOO, MISSES)
+    + labelled_cases(HELD_OUT, {})
+    + labelled_cases(EIGHT_STEPS, {})
+    + labelled_cases(HELD_EIGHT, {})
+)
 
 
 def test_the_zoo_subset_is_committed() -> None:
     assert len(CASES) >= 40
     assert len(labelled_cases(HELD_OUT, {})) == 2 and len(labelled_cases(EIGHT_STEPS, {})) == 7
+    assert len(labelled_cases(HELD_EIGHT, {})) == 2
     assert {p.values[0].stem for p in CASES} >= set(MISSES)
 
 
