@@ -13,7 +13,6 @@ to the kept kernels), and whether the capture-window warning fired. The same run
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import sys
 import tempfile
@@ -31,8 +30,7 @@ from traceview import api
 def cut_run(labels: Path, trace: Path, start: float, end: float, workdir: Path) -> tuple[int, int, bool]:
     """(middle-step kernels wrong, middle-step kernels, capture-window warning) of one run cut as the module says."""
     true, _ = truth.zoo_labels(labels)
-    source = truth.plain(trace, workdir)
-    doc = json.loads(gzip.decompress(source.read_bytes()) if source.suffix == ".gz" else source.read_text())
+    doc = truth.kineto_document(truth.plain(trace, workdir))
     kernels = sorted(
         (e for e in doc["traceEvents"] if e.get("cat") == "kernel" and e.get("ph") == "X"),
         key=lambda e: (e["ts"], e.get("args", {}).get("correlation", 0)),

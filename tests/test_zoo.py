@@ -21,9 +21,11 @@ from traceview import api
 from traceview.segment import passes
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT / "sample_traces" / "corpus"), str(ROOT / "bench")]
+sys.path[:0] = [str(ROOT / "sample_traces" / "corpus"), str(ROOT / "bench"), str(ROOT / "sample_traces" / "zoo")]
 
 import cut_windows  # noqa: E402 - bench/cut_windows.py
+import gpu_only  # noqa: E402 - sample_traces/zoo/gpu_only.py
+import truth  # noqa: E402 - sample_traces/corpus/truth.py
 import zoo_accuracy  # noqa: E402 - bench/zoo_accuracy.py
 
 ZOO = ROOT / "sample_traces" / "zoo"
@@ -71,6 +73,17 @@ def test_passes_whose_layers_change_step_by_step_open_as_the_trace_does(monkeypa
     monkeypatch.setattr(passes, "_openings", lambda codes, found: None)
     row = zoo_accuracy.check_zoo(labels, trace, hint=False)
     assert not row.exact and any("several forward passes" in w for w in row.warnings), row
+
+
+def test_a_trace_shrunk_to_its_gpu_activity_is_segmented_alike(tmp_path: Path) -> None:
+    """gpu_only.py keeps what the layers of an eager bare trace are found from: the same row, warnings included, and
+    a file much smaller (OLMo 2's eight decode steps with an out-of-phase first step, and 9 layers before a fix)."""
+    labels, trace = next(case for case in zoo_accuracy.zoo_cases(EIGHT_STEPS) if case[0].stem == "olmo2_default_decode")
+    full = truth.plain(trace, tmp_path)
+    shrunk = tmp_path / "olmo2_default_decode_bare.pt.trace.json.gz"
+    gpu_only.shrink(full, shrunk)
+    assert zoo_accuracy.check_zoo(labels, shrunk, hint=False) == zoo_accuracy.check_zoo(labels, trace, hint=False)
+    assert 10 * shrunk.stat().st_size < full.stat().st_size
 
 
 def test_a_step_whose_layers_are_out_of_phase_is_doubted(monkeypatch: pytest.MonkeyPatch) -> None:

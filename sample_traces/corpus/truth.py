@@ -87,10 +87,15 @@ class Lanes:
 # --- Kineto -------------------------------------------------------------------------------------------------------
 
 
-def kineto_events(path: Path) -> list[dict]:
+def kineto_document(path: Path) -> dict | list:
+    """A Kineto trace's JSON (.json or .json.gz) as loaded: its header and `traceEvents`, or a bare event list."""
     opener = gzip.open if path.suffix == ".gz" else open
     with opener(path, "rt") as fh:
-        data = json.load(fh)
+        return json.load(fh)
+
+
+def kineto_events(path: Path) -> list[dict]:
+    data = kineto_document(path)
     return data["traceEvents"] if isinstance(data, dict) else data
 
 

@@ -4,8 +4,9 @@
 
 Every `*.pt.trace.json[.gz]` of SRC_DIR is written to DST_DIR as gzipped JSON holding the trace's header, its
 metadata events, and its kernels, copies and sets with their device, stream and correlation id: what the layers of
-a bare trace are found from (the kernel sequence and its GPU times), a third of the size. Launch calls are left out,
-so a CUDA graph's replays are no longer told apart: use it for eager runs only.
+a bare trace are found from (the kernel sequence and its GPU times). The 164 eight-step decode traces of 2026-12-06
+went from 1.8 GB to 53 MB. Launch calls are left out, so a CUDA graph's replays are no longer told apart: use it for
+eager runs only.
 """
 
 from __future__ import annotations
@@ -15,6 +16,10 @@ import json
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "corpus"))
+
+import truth  # sample_traces/corpus/truth.py
 
 GPU = {"kernel", "gpu_memcpy", "gpu_memset"}
 KEPT_ARGS = ("device", "stream", "correlation", "context")
@@ -31,8 +36,7 @@ def gpu_only(event: dict) -> dict | None:
 
 
 def shrink(source: Path, target: Path) -> None:
-    with gzip.open(source, "rt") if source.suffix == ".gz" else source.open() as handle:
-        doc = json.load(handle)
+    doc = truth.kineto_document(source)
     doc["traceEvents"] = [kept for event in doc["traceEvents"] if (kept := gpu_only(event)) is not None]
     with gzip.open(target, "wt", compresslevel=6) as handle:
         json.dump(doc, handle)

@@ -90,8 +90,14 @@ def find_passes(
         spec = None  # fewer passes open as the trace does than steps were found: no drafter's passes and verifies
     found, groups = spec or (found, groups)  # a drafter's passes and a target's verify: the steps are the verifies
     runs, last_starts = found.runs, found.last_starts
-    typical = 0 if mixed and spec is None else found.typical
     step_of = np.full(n, NO_STEP, dtype=np.int64)
+    threshold = _stray_gap(idle, start_ns, end_ns, runs)
+    lo, hi = _first_kept(idle, groups[0][0][0], threshold), _end_kept(idle, groups[-1][-1][1], threshold)
+    if opened is not None and not spec and not lo:  # each pass opens as the trace does
+        opened = opened[opened < hi]
+        step_of[:hi] = np.searchsorted(opened, np.arange(hi), side="right") - 1
+        return Passes(step_of, len(opened), len(opened), "passes")
+    typical = 0 if mixed and spec is None else found.typical
     ends = dict(zip(runs, last_starts, strict=True))
     # a pass's last layer may have been cut short (an expert loop's end looks like a layer's): the boundary is
     # searched from at least one typical layer after its start; layers found from their mixers end where they end
@@ -110,12 +116,6 @@ def find_passes(
         )
         for a, b in itertools.pairwise(groups)
     ]
-    threshold = _stray_gap(idle, start_ns, end_ns, runs)
-    lo, hi = _first_kept(idle, groups[0][0][0], threshold), _end_kept(idle, groups[-1][-1][1], threshold)
-    if opened is not None and not spec and not lo:  # each pass opens as the trace does
-        step_of[: opened[-1]] = np.searchsorted(opened, np.arange(opened[-1]), side="right") - 1
-        step_of[opened[-1] : hi] = len(opened) - 1
-        return Passes(step_of, len(opened), len(opened), "passes")
     for step, (a, b) in enumerate(itertools.pairwise([lo, *cuts, hi])):
         step_of[a:b] = step
     verify = dict(zip(runs, found.counts, strict=True)) if spec and spec[0].by_glue else None
@@ -137,8 +137,10 @@ def _openings(codes: np.ndarray, found: _Runs) -> np.ndarray | None:
     at = np.flatnonzero(codes == codes[0])
     if len(at) < 2 or np.diff([*at.tolist(), len(codes)]).min() < MIN_TARGET_LAYERS * found.typical:
         return None
-    running = sum(bool((codes[a:b] == codes[0]).any()) for a, b in found.spans)
-    return at if running < RARE_IN_LAYERS * len(found.spans) else None
+    seen = np.concatenate(([0], np.cumsum(codes == codes[0])))  # how many times it ran before each kernel
+    bounds = np.array(found.spans, dtype=np.int64)
+    running = np.count_nonzero(seen[bounds[:, 1]] > seen[bounds[:, 0]])  # the layers found that run it
+    return at if running < RARE_IN_LAYERS * len(bounds) else None
 
 
 def _own_ends(

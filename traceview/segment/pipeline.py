@@ -41,7 +41,6 @@ ADD_NAME = re.compile(r"CUDAFunctor_add<")  # an eager residual add (ATen's elem
 COVERAGE_TO_TRUST = 0.5  # share of a step's kernels a method must place for auto to choose it
 NEAR_EDGE_SHARE = 0.5  # of the layer-long stretch before the first layer that layers run, for a layer left out there
 LOW_CONFIDENCE = 0.8  # an inferred layer instance matching its unit less than this is reported
-GLUE_RARE = 0.25  # a kernel fewer than this share of a step's layers run, before or after them all, is the glue's
 
 
 @dataclass(frozen=True)
@@ -695,10 +694,11 @@ def _steps_ending_inside_a_layer(con: duckdb.DuckDBPyConnection, run_id: int) ->
 def _several_passes(con: duckdb.DuckDBPyConnection, run_id: int) -> list[str]:
     """A line when some inferred steps hold the glue between two forward passes inside a layer: of the kernels a
     step runs before its first layer and after its last (the embedding, the final norm, LM head and sampling),
-    those fewer than a quarter of its layers run (GLUE_RARE) are the glue's, and a layer that runs half of them or
-    more (at least two), the step's first kernel among them, holds the end of one pass and the start of the next (a
-    block that some layers run beside their own, such as Zamba's shared attention computing positions again, runs
-    some of the kernels around the layers, not what opens a pass: the previous token's sampling, the embedding)."""
+    those fewer than a quarter of its layers run (passes.RARE_IN_LAYERS) are the glue's, and a layer that runs half
+    of them or more (at least two), the step's first kernel among them, holds the end of one pass and the start of
+    the next (a block that some layers run beside their own, such as Zamba's shared attention computing positions
+    again, runs some of the kernels around the layers, not what opens a pass: the previous token's sampling, the
+    embedding)."""
     (count,) = con.execute(
         """
         WITH lk AS (SELECT k.rank, k.step, k.code, k.start_ns, l.layer
@@ -721,7 +721,7 @@ def _several_passes(con: duckdb.DuckDBPyConnection, run_id: int) -> list[str]:
         SELECT count(DISTINCT (rank, step)) FROM holding JOIN kinds USING (rank, step)
         WHERE opens AND held >= greatest(2, n / 2)
         """,
-        {"run": run_id, "rare": GLUE_RARE},
+        {"run": run_id, "rare": passes.RARE_IN_LAYERS},
     ).fetchall()[0]
     if not count:
         return []
