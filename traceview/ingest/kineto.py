@@ -474,36 +474,34 @@ def _insert_rows(con: duckdb.DuckDBPyConnection, run_id: int, comm_patterns: tup
     con.execute(
         f"""
         CREATE OR REPLACE TEMP VIEW _x AS
-        SELECT * EXCLUDE (start_rel, end_rel),
+        SELECT _ev.rowid AS ev, * EXCLUDE (start_rel, end_rel),
                rank, start_rel + base_ns AS start_ns, end_rel + base_ns AS end_ns
         FROM _ev JOIN _files USING (file) WHERE tbl > 0 AND ph = 'X' AND {_VALID_TIMES}
         """
     )
     con.execute(
-        """
+        f"""
         INSERT INTO launches (run_id, rank, launch_id, pid, tid, start_ns, end_ns, name, api, correlation_id)
-        SELECT $run, rank,
-               (SELECT coalesce(max(launch_id), 0) FROM launches WHERE run_id = $run)
-                 + row_number() OVER (ORDER BY file, start_ns, end_ns, correlation, pid, tid, name),
+        SELECT $run, rank, (SELECT coalesce(max(launch_id), 0) FROM launches WHERE run_id = $run) + n,
                pid, tid, start_ns, end_ns,
                CASE WHEN contains(name, '_v') THEN regexp_replace(name, '_v\\d+$', '') ELSE coalesce(name, '') END,
                CASE WHEN cat LIKE '%driver' OR regexp_matches(coalesce(name, ''), '^cu[A-Z]') THEN 'driver'
                     ELSE 'runtime' END,
                correlation
-        FROM _x WHERE tbl = 2
+        FROM {_numbered(con, 2, "file, start_ns, end_ns, correlation, pid, tid, name")}
+        ORDER BY n
         """,
         params,
     )
     _insert_gpu_activity(con, run_id, comm_patterns)
     _insert_cpu_ranges(con, run_id)
     con.execute(
-        """
+        f"""
         INSERT INTO gpu_ranges (run_id, rank, range_id, device_id, stream_id, start_ns, end_ns, name)
-        SELECT $run, rank,
-               (SELECT coalesce(max(range_id), 0) FROM gpu_ranges WHERE run_id = $run)
-                 + row_number() OVER (ORDER BY file, start_ns, end_ns DESC, device, stream, pid, tid, name),
+        SELECT $run, rank, (SELECT coalesce(max(range_id), 0) FROM gpu_ranges WHERE run_id = $run) + n,
                TRY_CAST(coalesce(device, pid) AS INTEGER), coalesce(stream, tid), start_ns, end_ns, coalesce(name, '')
-        FROM _x WHERE tbl = 4
+        FROM {_numbered(con, 4, "file, start_ns, end_ns DESC, device, stream, pid, tid, name")}
+        ORDER BY n
         """,
         params,
     )
@@ -519,6 +517,14 @@ def _insert_rows(con: duckdb.DuckDBPyConnection, run_id: int, comm_patterns: tup
     )
 
 
+def _numbered(con: duckdb.DuckDBPyConnection, table: int, order: str) -> str:
+    """SQL, a FROM item: the staged events of `table` (view _x's tbl) with `n`, their place in `order` (from 1),
+    numbered on the narrow sort key into temp table _num (common.numbered) and joined back; inserts take them ORDER
+    BY n, so that rows lie in key order. (Numbered inline, the plan sorted the wide rows again.)"""
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _num AS {common.numbered(f'_x WHERE tbl = {table}', order, row='ev')}")
+    return f"(SELECT _x.*, _num.n FROM _x JOIN _num ON _num.row = _x.ev WHERE _x.tbl = {table})"
+
+
 def _insert_gpu_activity(con: duckdb.DuckDBPyConnection, run_id: int, comm_patterns: tuple[str, ...]) -> None:
     """Kernels, copies and sets, with their short name, class (ingest/common.py) and launch call."""
     common.short_names_table(con, "SELECT DISTINCT name FROM _ev WHERE tbl = 1 AND ph = 'X'")
@@ -529,14 +535,13 @@ def _insert_gpu_activity(con: duckdb.DuckDBPyConnection, run_id: int, comm_patte
         con, f"SELECT * FROM launches WHERE run_id = {int(run_id)} AND rank IN (SELECT rank FROM _files)", scope="rank"
     )
     gpu_kinds = "CASE cat " + " ".join(f"WHEN '{c}' THEN '{k}'" for c, k in GPU_KINDS.items()) + " END"
+    gpu_work = _numbered(con, 1, "file, start_ns, end_ns, device, stream, correlation, name")
     con.execute(
         f"""
         INSERT INTO gpu_activity (run_id, rank, activity_id, kind, device_id, stream_id, start_ns, end_ns, name,
                                   short_name, category, comm_op, pid, correlation_id, launch_id, graph_id,
                                   graph_node_id, grid, block, bytes)
-        SELECT $run, x.rank,
-               (SELECT coalesce(max(activity_id), 0) FROM gpu_activity WHERE run_id = $run)
-                 + row_number() OVER (ORDER BY file, start_ns, end_ns, device, stream, correlation, x.name),
+        SELECT $run, x.rank, (SELECT coalesce(max(activity_id), 0) FROM gpu_activity WHERE run_id = $run) + n,
                kind, TRY_CAST(coalesce(device, x.pid) AS INTEGER), coalesce(stream, tid),
                start_ns, end_ns, coalesce(x.name, ''), coalesce(s.short_name, ''),
                CASE WHEN kind <> 'kernel' THEN kind WHEN collective IS NOT NULL THEN 'comm'
@@ -544,10 +549,11 @@ def _insert_gpu_activity(con: duckdb.DuckDBPyConnection, run_id: int, comm_patte
                CASE WHEN kind = 'kernel' AND collective IS NULL AND c.name IS NOT NULL THEN c.comm_op
                     ELSE {_COMM_OP_FROM_COLLECTIVE} END,
                l.pid, correlation, l.launch_id, graph_id, graph_node_id, grid, block, bytes
-        FROM (SELECT *, {gpu_kinds} AS kind FROM _x WHERE tbl = 1) x
+        FROM (SELECT *, {gpu_kinds} AS kind FROM {gpu_work}) x
         LEFT JOIN _short_names s ON s.name = x.name
         LEFT JOIN _name_class c ON c.name = x.name
         LEFT JOIN _launch_by_corr l ON l.rank = x.rank AND l.correlation_id = x.correlation
+        ORDER BY n
         """,
         {"run": run_id},
     )
@@ -559,11 +565,11 @@ def _insert_cpu_ranges(con: duckdb.DuckDBPyConnection, run_id: int) -> None:
     con.execute(
         f"""
         CREATE OR REPLACE TEMP TABLE _r AS
-        SELECT (SELECT coalesce(max(range_id), 0) FROM cpu_ranges WHERE run_id = $run)
-                 + row_number() OVER (ORDER BY file, start_ns, end_ns DESC, pid, tid, name) AS range_id,
+        SELECT (SELECT coalesce(max(range_id), 0) FROM cpu_ranges WHERE run_id = $run) + n AS range_id,
                rank, pid, tid, start_ns, end_ns, coalesce(name, '') AS name,
                CASE WHEN name LIKE 'ProfilerStep#%' THEN 'step' ELSE {range_kind} END AS kind
-        FROM _x WHERE tbl = 3
+        FROM {_numbered(con, 3, "file, start_ns, end_ns DESC, pid, tid, name")}
+        ORDER BY n
         """,
         {"run": run_id},
     )

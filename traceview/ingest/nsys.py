@@ -483,12 +483,6 @@ def _assign_ranks(con: duckdb.DuckDBPyConnection, run_id: int) -> list[tuple[int
     return [(r[2], r[0], r[1]) for r in con.execute("SELECT pid, device_id, rank FROM _nrank ORDER BY rank").fetchall()]
 
 
-def _numbered(table: str, order: str) -> str:
-    """A query of (row, n): each rowid of staged `table` and its place in `order`, from 1 (rowid, the export's order,
-    breaks ties). Numbered on the narrow key and joined back: a window over the wide rows would sort all of them."""
-    return f"SELECT rowid AS row, row_number() OVER (ORDER BY {order}, rowid) AS n FROM {table}"
-
-
 def _insert_launches(con: duckdb.DuckDBPyConnection, params: dict[str, int]) -> None:
     """Each call goes to the rank of the GPU work it launched, else to its process's first rank. When no process has
     two ranks (GPUs), that is the process's rank whatever the call launched, and the GPU work is not looked up (its
@@ -503,7 +497,7 @@ def _insert_launches(con: duckdb.DuckDBPyConnection, params: dict[str, int]) -> 
             SELECT l.*, o.n, (l.global_tid >> 24) & 16777215 AS pid, l.global_tid & 16777215 AS tid,
                    coalesce(n.api_name, '') AS api_name, coalesce(regexp_matches(n.api_name, '^cu[A-Z]'), FALSE) AS cu
             FROM _nlaunch l
-            JOIN ({_numbered("_nlaunch", "start_ns, end_ns, global_tid")}) o ON o.row = l.rowid
+            JOIN ({common.numbered("_nlaunch", "start_ns, end_ns, global_tid")}) o ON o.row = l.rowid
             LEFT JOIN names n ON n.id = l.name_id
         ){_WORK_RANK if by_work else ""}
         SELECT $run, {"coalesce(w.rank, p.rank)" if by_work else "p.rank"},
@@ -566,7 +560,7 @@ def _insert_gpu_activity(
             GROUP BY ALL
         ), keys AS (  -- narrow: each row's place in time order, rank and launch call, joined back to it by rowid
             SELECT o.row, o.n, w.rank, w.pid, l.launch_id, l.pid AS launch_pid
-            FROM ({_numbered("_ngpu", "start_ns, end_ns, device_id, stream_id")}) o
+            FROM ({common.numbered("_ngpu", "start_ns, end_ns, device_id, stream_id")}) o
             JOIN (SELECT g.rowid AS row, (g.global_pid >> 24) & 16777215 AS pid, g.correlation_id, r.rank
                   FROM _ngpu g
                   JOIN _nrank r ON r.pid IS NOT DISTINCT FROM (g.global_pid >> 24) & 16777215
