@@ -19,7 +19,7 @@ import itertools
 from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
+import pyarrow as pa
 
 from ..db import execute_with
 
@@ -45,8 +45,8 @@ def range_nesting_table(
     ).fetchnumpy()
     ids = np.asarray(data["id"], dtype=np.int64)
     depth, parent = nest(thread_heads([data[c] for c in thread], len(ids)), data["start_ns"], data["end_ns"])
-    parent_id = pd.arrays.IntegerArray(ids[np.maximum(parent, 0)] if len(ids) else ids, parent < 0)
-    frame = pd.DataFrame({key: ids, "depth": depth.astype(np.int32), "parent_id": parent_id})
+    parent_id = pa.array(ids[np.maximum(parent, 0)] if len(ids) else ids, mask=parent < 0)
+    frame = pa.table({key: ids, "depth": depth.astype(np.int32), "parent_id": parent_id})
     execute_with(
         con,
         "_range_parent_frame",
