@@ -891,9 +891,7 @@ def with_edge_layers(codes: np.ndarray, fit: PeriodFit, accept: float | None = N
     if step is None:
         return fit
     typical = float(np.median([s.end - s.start for s in spans]))
-    known = np.zeros(int(codes.max()) + 1, dtype=bool)
-    for span in spans:
-        known[codes[span.start : span.end]] = True
+    known = _run_by(codes, _bounds(spans))
 
     def known_share(a: int, b: int) -> float:
         return float(np.mean(known[codes[a:b]]))
@@ -1474,7 +1472,9 @@ def similarity(codes: np.ndarray, bounds: np.ndarray, unit: np.ndarray) -> tuple
 
 def _accepted(codes: np.ndarray, bounds: np.ndarray, unit: np.ndarray) -> list[LayerSpan]:
     """The segments that are layers: alike in kernels to the unit, or - a layer of another kind, such as a
-    dense layer before MoE ones - opening like the unit and directly followed by a layer."""
+    dense layer before MoE ones - opening like the unit and directly followed by a layer. A layer's confidence is
+    its match to the unit (precision); a layer of another kind, whose match is poor by nature (a dense MLP where the
+    unit runs experts), has the share of its kernels that the layers alike run, as an edge layer has."""
     if len(bounds) == 0:
         return []
     precision, recall = similarity(codes, bounds, unit)
@@ -1484,11 +1484,20 @@ def _accepted(codes: np.ndarray, bounds: np.ndarray, unit: np.ndarray) -> list[L
     ok = alike.copy()
     for i in range(len(bounds) - 2, -1, -1):  # one step per layer, walking back from the end
         ok[i] |= other_kind[i] and ok[i + 1] and bounds[i, 1] == bounds[i + 1, 0]
+    known = _run_by(codes, bounds[alike])
     return [
-        LayerSpan(int(s), int(e), round(float(p), 4))
-        for (s, e), p, good in zip(bounds, precision, ok, strict=True)
+        LayerSpan(int(s), int(e), round(float(p if same else np.mean(known[codes[s:e]])), 4))
+        for (s, e), p, good, same in zip(bounds, precision, ok, alike, strict=True)
         if good
     ]
+
+
+def _run_by(codes: np.ndarray, bounds: Sequence[tuple[int, int]] | np.ndarray) -> np.ndarray:
+    """Per kernel code, whether one of the stretches `bounds` of `codes` runs it."""
+    known = np.zeros(int(codes.max()) + 1, dtype=bool)
+    for start, end in bounds:
+        known[codes[start:end]] = True
+    return known
 
 
 def _order_confidence(codes: np.ndarray, spans: list[LayerSpan], unit: np.ndarray) -> float:
@@ -1517,7 +1526,8 @@ def _extend_left(codes: np.ndarray, spans: list[LayerSpan], unit: np.ndarray) ->
     starts at an occurrence of the unit's opening kernels, the one whose stretch up to the next layer is most like
     the unit (precision x recall: a norm inside the layer gives too little, two layers too much). The very first
     layer may open with another kernel (a norm with no residual to add, where the others fuse the previous
-    layer's add): its opening is matched without its first kernel."""
+    layer's add): its opening is matched without its first kernel. Each has the share of its kernels that the
+    layers after it run as its confidence (see _accepted)."""
     if not spans or spans[0].start == 0:
         return []
     head = _opening(unit)
@@ -1527,7 +1537,8 @@ def _extend_left(codes: np.ndarray, spans: list[LayerSpan], unit: np.ndarray) ->
         while (layer := _best_layer_before(codes, hits, end, unit)) is not None:
             found.insert(0, layer)
             end = layer.start
-    return found
+    known = _run_by(codes, _bounds(spans))
+    return [dataclasses.replace(f, confidence=round(float(np.mean(known[codes[f.start : f.end]])), 4)) for f in found]
 
 
 def occurrences(codes: np.ndarray, gram: np.ndarray) -> np.ndarray:
