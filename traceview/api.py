@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import importlib
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -91,7 +89,6 @@ def ingest(
     that label.
     """
     options = options or IngestOptions()
-    _import_in_background("pandas")
     with opened_source(paths) as source:
         while True:
             try:
@@ -101,14 +98,6 @@ def ingest(
                 options = dataclasses.replace(options, careful=options.careful | {retry.path})
             except duckdb.OutOfMemoryException as error:  # a statement could not spill enough under the cap
                 options = _without_memory_cap(options, database, error)
-
-
-def _import_in_background(module: str) -> None:
-    """Import `module` in a daemon thread: pandas (0.2 s, which DuckDB and segmentation import when they first need
-    it) loads while DuckDB reads the trace with the GIL released, instead of between the inserts."""
-    threading.Thread(
-        target=importlib.import_module, args=(module,), name=f"traceview-import-{module}", daemon=True
-    ).start()
 
 
 def _dataset(directory: str | Path | None) -> contextlib.AbstractContextManager[Staging | None]:
