@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import HTA
+from conftest import HTA, SAMPLES
 from kineto_builder import KinetoTrace, ingested_ranges
 
 import traceview
@@ -58,6 +58,17 @@ def test_traces_that_record_all_launches_link_every_kernel(db_path: Path) -> Non
     traceview.ingest([HTA / "nccl_parser_config/nccl_data.json.gz"], db_path)
     with traceview.connect(db_path) as con:
         assert con.execute("SELECT count(*) FROM gpu_activity WHERE launch_id IS NULL").fetchall() == [(0,)]
+
+
+def test_rows_lie_in_key_order(db_path: Path) -> None:
+    """A table read without ORDER BY gives its rows by key, as a reader scrolling `SELECT * ... LIMIT` expects: the
+    GPU work is numbered on its sort key and joined back (kineto._numbered_gpu_work), then inserted in that order.
+    The eager sample's events are not in time order in its file, so rows inserted as joined would not be."""
+    traceview.ingest([SAMPLES / "eager.pt.trace.json.gz"], db_path)
+    with traceview.connect(db_path) as con:
+        for table, key in (("gpu_activity", "activity_id"), ("launches", "launch_id"), ("cpu_ranges", "range_id")):
+            keys = [k for (k,) in con.execute(f"SELECT {key} FROM {table}").fetchall()]
+            assert len(keys) > 1000 and keys == sorted(keys), table
 
 
 def test_rank_comes_from_distributed_info_then_file_name(tmp_path: Path) -> None:
