@@ -62,7 +62,7 @@ def test_traces_that_record_all_launches_link_every_kernel(db_path: Path) -> Non
 
 def test_rows_lie_in_key_order(db_path: Path) -> None:
     """A table read without ORDER BY gives its rows by key, as a reader scrolling `SELECT * ... LIMIT` expects: the
-    GPU work is numbered on its sort key and joined back (kineto._numbered_gpu_work), then inserted in that order.
+    GPU work is numbered on its sort key and joined back (kineto._insert_gpu_activity), then inserted in that order.
     The eager sample's events are not in time order in its file, so rows inserted as joined would not be."""
     traceview.ingest([SAMPLES / "eager.pt.trace.json.gz"], db_path)
     with traceview.connect(db_path) as con:

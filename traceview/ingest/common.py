@@ -35,7 +35,7 @@ class KernelClass:
 def numbered(source: str, order: str, row: str = "rowid") -> str:
     """A query of (row, n): each `row` of the staged rows `source` (a table, or a view with a WHERE) and its place in
     `order`, from 1 (`row`, the staging order, breaks ties). Numbered on the narrow key and joined back: a window
-    over the wide rows sorts all of them (at 1 GB of Kineto JSON the insert of gpu_activity took twice as long)."""
+    over the wide rows sorts all of them."""
     return f"SELECT {row} AS row, row_number() OVER (ORDER BY {order}, {row}) AS n FROM {source}"
 
 

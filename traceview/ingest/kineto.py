@@ -519,18 +519,11 @@ def _insert_rows(con: duckdb.DuckDBPyConnection, run_id: int, comm_patterns: tup
     )
 
 
-def _numbered_gpu_work(con: duckdb.DuckDBPyConnection) -> str:
-    """SQL, a FROM item: the staged GPU work (view _x's tbl 1) with `n`, its place in key order (from 1), numbered on
-    the narrow sort key into temp table _num (common.numbered) and joined back; the insert takes it ORDER BY n, so
-    that rows lie in key order. A window over these rows (their names, grids and blocks) sorted all of them: at 1 GB
-    the insert took 1.6 s instead of 1.3 (2 cores); the narrower rows of launches and CPU ranges gain nothing."""
-    order = "file, start_ns, end_ns, device, stream, correlation, name"
-    con.execute(f"CREATE OR REPLACE TEMP TABLE _num AS {common.numbered('_x WHERE tbl = 1', order, row='ev')}")
-    return "(SELECT _x.*, _num.n FROM _x JOIN _num ON _num.row = _x.ev WHERE _x.tbl = 1)"
-
-
 def _insert_gpu_activity(con: duckdb.DuckDBPyConnection, run_id: int, comm_patterns: tuple[str, ...]) -> None:
-    """Kernels, copies and sets, with their short name, class (ingest/common.py) and launch call."""
+    """Kernels, copies and sets, with their short name, class (ingest/common.py) and launch call. Their keys are
+    numbered on the narrow sort key alone into temp table _num (common.numbered) and joined back, the rows inserted
+    in key order: a window over these wide rows (names, grids, blocks) sorted all of them (1 GB, 2 cores: the insert
+    took 1.55 s, now 1.28 with the numbering; launches and CPU ranges, narrower, gained nothing that way)."""
     common.short_names_table(con, "SELECT DISTINCT name FROM _ev WHERE tbl = 1 AND ph = 'X'")
     common.kernel_class_table(
         con, "SELECT DISTINCT name FROM _ev WHERE tbl = 1 AND ph = 'X' AND cat = 'kernel'", comm_patterns
@@ -539,7 +532,8 @@ def _insert_gpu_activity(con: duckdb.DuckDBPyConnection, run_id: int, comm_patte
         con, f"SELECT * FROM launches WHERE run_id = {int(run_id)} AND rank IN (SELECT rank FROM _files)", scope="rank"
     )
     gpu_kinds = "CASE cat " + " ".join(f"WHEN '{c}' THEN '{k}'" for c, k in GPU_KINDS.items()) + " END"
-    gpu_work = _numbered_gpu_work(con)
+    order = "file, start_ns, end_ns, device, stream, correlation, name"
+    con.execute(f"CREATE OR REPLACE TEMP TABLE _num AS {common.numbered('_x WHERE tbl = 1', order, row='ev')}")
     con.execute(
         f"""
         INSERT INTO gpu_activity (run_id, rank, activity_id, kind, device_id, stream_id, start_ns, end_ns, name,
@@ -553,7 +547,7 @@ def _insert_gpu_activity(con: duckdb.DuckDBPyConnection, run_id: int, comm_patte
                CASE WHEN kind = 'kernel' AND collective IS NULL AND c.name IS NOT NULL THEN c.comm_op
                     ELSE {_COMM_OP_FROM_COLLECTIVE} END,
                l.pid, correlation, l.launch_id, graph_id, graph_node_id, grid, block, bytes
-        FROM (SELECT *, {gpu_kinds} AS kind FROM {gpu_work}) x
+        FROM (SELECT _x.*, _num.n, {gpu_kinds} AS kind FROM _x JOIN _num ON _num.row = _x.ev WHERE _x.tbl = 1) x
         LEFT JOIN _short_names s ON s.name = x.name
         LEFT JOIN _name_class c ON c.name = x.name
         LEFT JOIN _launch_by_corr l ON l.rank = x.rank AND l.correlation_id = x.correlation
