@@ -6,6 +6,16 @@ import pytest
 
 from traceview.segment.family import kernel_family
 
+MUL_BF16 = (
+    "void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<at::native::BinaryFunctor<"
+    "c10::BFloat16, c10::BFloat16, c10::BFloat16, at::native::binary_internal::MulFunctor<float> > >("
+    "at::TensorIteratorBase&, at::native::BinaryFunctor<c10::BFloat16, c10::BFloat16, c10::BFloat16, "
+    "at::native::binary_internal::MulFunctor<float> > const&)::{lambda(int)#1}>(int, "
+    "at::native::gpu_kernel_impl_nocast<at::native::BinaryFunctor<c10::BFloat16, c10::BFloat16, c10::BFloat16, "
+    "at::native::binary_internal::MulFunctor<float> > >(at::TensorIteratorBase&, at::native::BinaryFunctor<"
+    "c10::BFloat16, c10::BFloat16, c10::BFloat16, at::native::binary_internal::MulFunctor<float> > const&)::"
+    "{lambda(int)#1})"
+)
 SAME = [
     (  # vLLM: the first layer's norm and the fused add+norm of the others
         "void vllm::rms_norm_kernel<c10::BFloat16, 8, 2>(c10::BFloat16*, c10::BFloat16 const*, long, long)",
@@ -15,6 +25,12 @@ SAME = [
     (  # SGLang on ROCm, mangled: the same template with the residual flag off and on
         "_ZN5aiter24add_rmsnorm_quant_kernelIDF16bDF16bLi256ELi16ELb0ELb0ELb1ELi1EEEvPT0_PT_PfS4_S4_S4_diiiiiiib",
         "_ZN5aiter24add_rmsnorm_quant_kernelIDF16bDF16bLi256ELi16ELb1ELb0ELb1ELi1EEEvPT0_PT_PfS4_S4_S4_diiiiiiib",
+    ),
+    (  # ATen: a product of two tensors and of a tensor by a scalar, one operation behind two launchers
+        MUL_BF16,
+        "void at::native::vectorized_elementwise_kernel<4, at::native::AUnaryFunctor<float, float, float, "
+        "at::native::binary_internal::MulFunctor<float> >, std::array<char*, 2ul> >(int, at::native::AUnaryFunctor<"
+        "float, float, float, at::native::binary_internal::MulFunctor<float> >, std::array<char*, 2ul>)",
     ),
 ]
 OTHER = [
@@ -26,6 +42,17 @@ OTHER = [
         "std::array<char*, 2ul> >(int, float)",
     ),
     ("void at::native::vectorized_gather_kernel<16, long>(char*, char*, long*, int)", "rms_norm"),
+    (  # the functor inside ATen's launcher, which every generic elementwise kernel names: a negation and a product
+        "void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<"
+        "at::native::neg_kernel_cuda(at::TensorIteratorBase&)::{lambda()#2}::operator()() const::"
+        "{lambda(c10::BFloat16)#1}>(at::TensorIteratorBase&, at::native::neg_kernel_cuda(at::TensorIteratorBase&)::"
+        "{lambda()#2}::operator()() const::{lambda(c10::BFloat16)#1} const&)::{lambda(int)#1}>(int, "
+        "at::native::gpu_kernel_impl_nocast<at::native::neg_kernel_cuda(at::TensorIteratorBase&)::{lambda()#2}::"
+        "operator()() const::{lambda(c10::BFloat16)#1}>(at::TensorIteratorBase&, at::native::neg_kernel_cuda("
+        "at::TensorIteratorBase&)::{lambda()#2}::operator()() const::{lambda(c10::BFloat16)#1} const&)::"
+        "{lambda(int)#1})",
+        MUL_BF16,
+    ),
 ]
 
 

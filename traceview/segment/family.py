@@ -8,8 +8,12 @@ layers' boundaries are.
 
 A family is the function's name without what tells variants apart: its last two words (`rms_norm_kernel` and
 `fused_add_rms_norm_kernel` share `norm_kernel`) and its first template argument that is not a number (the data
-type, or the functor of an ATen elementwise kernel: an add and a copy are not one family). For an Itanium-mangled
-name (ROCm traces keep them) the function's identifier only.
+type, or the functor of an ATen elementwise kernel: an add and a copy are not one family). ATen wraps the functor of
+its generic elementwise kernels in a launcher (`elementwise_kernel<128, 4, gpu_kernel_impl_nocast<BinaryFunctor<...,
+MulFunctor<float>>>>`): there the operation is the innermost functor (`MulFunctor`) or the `..._kernel_cuda`
+function the lambda comes from, not the launcher, which every such kernel names (a negation and a product were one
+family). For an Itanium-mangled name (ROCm
+traces keep them) the function's identifier only.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import re
 from ..ingest.kernel_names import short_kernel_name
 
 IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
+FUNCTOR = re.compile(r"\w*Functor\w*|\w+_kernel_cuda\b")  # an ATen operation inside a launcher's arguments
 LENGTH = re.compile(r"\d{1,9}")  # of a mangled identifier: a longer number is no length a name can have
 
 
@@ -63,8 +68,19 @@ def _first_named_argument(rest: str) -> str:
             argument = rest[start:i].strip()
             found = IDENTIFIER.search(argument)
             if found and not argument[:1].isdigit():
-                return found.group(0)
+                return _operation(argument, found.group(0))
             start = i + 1
             if depth == 0:
                 break
     return ""
+
+
+def _operation(argument: str, identifier: str) -> str:
+    """The operation a template argument names: the identifier it opens with, or inside a template of ATen's
+    (`gpu_kernel_impl_nocast<...>`, `BinaryFunctor<..., MulFunctor<float>>`) the innermost functor, else the
+    `..._kernel_cuda` function whose lambda it launches."""
+    if not argument[len(identifier) :].startswith("<"):
+        return identifier
+    operations = FUNCTOR.findall(argument)
+    functors = [name for name in operations if "Functor" in name]
+    return functors[-1] if functors else operations[0] if operations else identifier
