@@ -10,6 +10,7 @@ import pytest
 from segment_fixtures import FRAMEWORKS, Model, framework_step, random_names
 
 from traceview.segment import period, pipeline
+from traceview.segment.family import kernel_family
 
 
 def codes_of(names: list[str]) -> np.ndarray:
@@ -124,6 +125,28 @@ def test_a_first_layer_opening_with_a_variant_of_the_others_norm_is_cut_where_th
     assert fit is not None
     assert [s.start for s in fit.layers] == true_starts(truth)
     assert [s.end - s.start for s in fit.layers] == true_counts(truth)
+
+
+VLLM_RMS_NORM = "void vllm::rms_norm_kernel<c10::BFloat16, 8, 2>(c10::BFloat16*, c10::BFloat16 const*, long, long)"
+VLLM_FUSED_NORM = "void vllm::fused_add_rms_norm_kernel<c10::BFloat16, 8>(c10::BFloat16*, c10::BFloat16*, long)"
+
+
+def test_a_first_layer_opening_with_a_variant_of_the_others_norm_that_its_qk_norms_run_is_cut_where_they_are() -> None:
+    """vLLM Qwen3 eager: layer 0 opens with the plain RMSNorm, the others with the norm fused with the residual add,
+    and every layer's QK norms run the plain one: the unit runs four kernels of that family, as few as a layer's
+    norms, so the variant still tells where layers open (a one-kernel-late first layer otherwise). Real names, so
+    the families are family.py's."""
+
+    def layer(index: int) -> list[str]:
+        norm = VLLM_RMS_NORM if index == 0 else VLLM_FUSED_NORM
+        return [norm, "qkv", VLLM_RMS_NORM, VLLM_RMS_NORM, "rope", "attention", "o_proj", VLLM_FUSED_NORM, "mlp"]
+
+    names = ["embedding", *(kernel for index in range(8) for kernel in layer(index)), VLLM_FUSED_NORM, "lm_head"]
+    ids: dict[str, int] = {}
+    families = np.array([ids.setdefault(kernel_family(name), len(ids)) for name in names])
+    fit = period.find_layers(codes_of(names), families=families, whole_pass=True)
+    assert fit is not None
+    assert [(s.start, s.end) for s in fit.layers] == [(1 + 9 * i, 10 + 9 * i) for i in range(8)]
 
 
 @pytest.mark.parametrize("kinds", [("conv", "conv", "attention"), ("sliding", "sliding", "sliding", "full")])

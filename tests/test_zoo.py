@@ -106,10 +106,11 @@ def test_a_phase_is_not_told_by_a_variant_of_a_common_kernel(monkeypatch: pytest
     132 kernels) whose unit opens, in some phases, with one of the layer's many elementwise products. A first layer
     opening with another variant of that product (another dtype or vector width) made that phase win as if it were
     a norm fused with the residual add (period._variant_first): every layer 34 kernels late. A variant tells the
-    phase only when the unit runs few kernels of its family (VARIANT_RARE): exact. Without that limit, a miss."""
+    phase only when the unit runs few kernels of its family, as a layer runs few norms (VARIANT_FEW): exact. Without
+    that limit, a miss."""
     labels, trace = next(case for case in zoo_accuracy.zoo_cases(HELD_EIGHT) if case[0].stem.startswith("gemma3n"))
     assert zoo_accuracy.check_zoo(labels, trace, hint=False).exact
-    monkeypatch.setattr(period, "VARIANT_RARE", 10**9)
+    monkeypatch.setattr(period, "VARIANT_FEW", 10**9)
     row = zoo_accuracy.check_zoo(labels, trace, hint=False)
     assert not row.exact and row.warnings, row
 
