@@ -44,6 +44,8 @@ MAX_CONTEXTS = 40  # boundary contexts tried (layers found out of phase start so
 # how far from a found layer's start its true start is looked for, nearest first (one or two kernels into the norm,
 # the most common, first)
 SHIFTS = (0, -1, -2, 1, 2, -3, 3, -4, 4, -5, 5, -6, 6, -7, 7, -8, 8)
+MAX_FAR_CONTEXTS = 200  # contexts tried farther away, up to FAR_REACH, when none of the near ones answers
+FAR_REACH = 0.5  # of the median found layer: how far a start is looked for when its layers are found out of phase
 MAX_TRIGRAMS = 24  # the most frequent runs of three kernels tried as the boundary context when no layers give it
 MIN_GLUE = 3  # kernels of its own a piece holds before a pass's first token mixer to be the glue: final norm, LM
 # head, embedding
@@ -55,7 +57,9 @@ def forward_passes(codes: np.ndarray, spans: Sequence[tuple[int, int]]) -> list[
     as many layers or more, and nearly as many of their kernels that are a layer's (NEAR_COVERAGE: spans may hold
     some of the glue, and an edge span the prologue: kernels that no layer of the answer runs do not count); else
     None (see the module's docstring)."""
-    for context in boundary_contexts(codes, spans)[:MAX_CONTEXTS]:
+    near = boundary_contexts(codes, spans)[:MAX_CONTEXTS]
+    far = [c for c in _far_contexts(codes, spans) if c not in near][:MAX_FAR_CONTEXTS]
+    for context in near + far:
         found = _from_marks(codes, [int(m) for m in marks_of(codes, context)])
         layers = [span for layers in found or [] for span in layers]
         if found and len(layers) >= len(spans) and covered(layers) >= NEAR_COVERAGE * _layer_like(codes, spans, layers):
@@ -153,6 +157,23 @@ def boundary_contexts(
     out: list[tuple[int, int, int]] = []
     for starts in tiers:
         seen = Counter((int(codes[b - 1]), int(codes[b]), int(codes[b + 1])) for b in starts if 0 < b < len(codes) - 1)
+        out += [context for context, _ in seen.most_common() if context not in out]
+    return out
+
+
+def _far_contexts(codes: np.ndarray, spans: Sequence[tuple[int, int]]) -> list[tuple[int, int, int]]:
+    """The contexts around the found layers' starts from beyond SHIFTS up to FAR_REACH of their median length, nearest
+    first: layers found out of phase by a block that opens both of a layer's halves alike (hyper-connections: each
+    half opens with the same mixing of the residual streams before its norm), so that no near context marks them."""
+    if not spans:
+        return []
+    reach = int(FAR_REACH * np.median([b - a for a, b in spans]))
+    starts = np.array(sorted(a for a, _ in spans))
+    out: list[tuple[int, int, int]] = []
+    for shift in (x for k in range(max(SHIFTS) + 1, reach + 1) for x in (-k, k)):
+        at = starts + shift
+        at = at[(at > 0) & (at < len(codes) - 1)]
+        seen = Counter(zip(codes[at - 1].tolist(), codes[at].tolist(), codes[at + 1].tolist(), strict=True))
         out += [context for context, _ in seen.most_common() if context not in out]
     return out
 
