@@ -133,8 +133,8 @@ VLLM_FUSED_NORM = "void vllm::fused_add_rms_norm_kernel<c10::BFloat16, 8>(c10::B
 
 def test_a_first_layer_opening_with_a_variant_of_the_others_norm_that_its_qk_norms_run_is_cut_where_they_are() -> None:
     """vLLM Qwen3 eager: layer 0 opens with the plain RMSNorm, the others with the norm fused with the residual add,
-    and every layer's QK norms run the plain one: the unit runs four kernels of that family, as few as a layer's
-    norms, so the variant still tells where layers open (a one-kernel-late first layer otherwise). Real names, so
+    and every layer's QK norms run the plain one too: the variant still tells where layers open (a limit on how many
+    kernels of that family a unit may run, tried for Gemma 3n, cut this first layer one kernel late). Real names, so
     the families are family.py's."""
 
     def layer(index: int) -> list[str]:

@@ -18,7 +18,7 @@ from conftest import plain
 from labelled_cases import labelled_cases
 
 from traceview import api
-from traceview.segment import mixers, passes, period
+from traceview.segment import mixers, passes
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "sample_traces" / "corpus"), str(ROOT / "bench"), str(ROOT / "sample_traces" / "zoo")]
@@ -97,32 +97,20 @@ def test_a_step_whose_layers_are_out_of_phase_is_doubted(monkeypatch: pytest.Mon
     monkeypatch.setattr(passes, "_openings", lambda codes, found: None)
     assert zoo_accuracy.check_zoo(labels, trace, hint=False).exact
     monkeypatch.setattr(passes, "_first_layer_start", lambda codes, spans, lo, start: start)
+    monkeypatch.setattr(mixers, "MAX_FAR_CONTEXTS", 0)  # which find that step's layers from where their mixers open
     row = zoo_accuracy.check_zoo(labels, trace, hint=False)
     assert not row.exact and any("out of phase" in w for w in row.warnings), row
 
 
-def test_a_phase_is_not_told_by_a_variant_of_a_common_kernel(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Gemma 3n decode (held-out H200 recording, cut to its first five steps): layers of three kinds (170, 157 and
-    132 kernels) whose unit opens, in some phases, with one of the layer's many elementwise products. A first layer
-    opening with another variant of that product (another dtype or vector width) made that phase win as if it were
-    a norm fused with the residual add (period._variant_first): every layer 34 kernels late. A variant tells the
-    phase only when the unit runs few kernels of its family, as a layer runs few norms (VARIANT_FEW): exact. Without
-    that limit, a miss."""
-    labels, trace = next(case for case in zoo_accuracy.zoo_cases(HELD_EIGHT) if case[0].stem.startswith("gemma3n"))
-    assert zoo_accuracy.check_zoo(labels, trace, hint=False).exact
-    monkeypatch.setattr(period, "VARIANT_FEW", 10**9)
-    row = zoo_accuracy.check_zoo(labels, trace, hint=False)
-    assert not row.exact and row.warnings, row
-
-
-def test_layers_whose_halves_open_alike_are_found_from_far_contexts(monkeypatch: pytest.MonkeyPatch) -> None:
-    """HY-V4 with MoE every other layer (held-out H200 recording, cut to its first three decode steps): its
-    hyper-connections open both halves of every layer with the same mixing of the residual streams, and the dense and
-    MoE layers (125 kernels, 206 or 176) made the repeating unit four layers long, found out of phase by 65 to 95
-    kernels: no boundary context within 8 kernels of the found starts gave an answer. The contexts up to half a
-    layer away (mixers._far_contexts) give the layers from where their mixers open: exact. Without them, a miss
-    (warned)."""
-    labels, trace = next(case for case in zoo_accuracy.zoo_cases(HELD_EIGHT) if case[0].stem.startswith("hy_v4"))
+@pytest.mark.parametrize("run", ["hy_v4_moe_every_2_decode", "gemma3n_text_default_decode"])
+def test_layers_found_far_out_of_phase_are_found_from_far_contexts(run: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Held-out H200 recording, cut to its first steps. HY-V4 with MoE every other layer: its hyper-connections
+    open both halves of every layer with the same mixing of the residual streams, and the dense and MoE layers (125
+    kernels, 206 or 176) made the repeating unit four layers long, found 65 to 95 kernels out of phase. Gemma 3n:
+    layers of three kinds (170, 157, 132 kernels) with AltUp and Laurel blocks, found 34 to 50 kernels late. No
+    boundary context within 8 kernels of the found starts gave an answer; the contexts up to half a layer away
+    (mixers._far_contexts) give the layers from where their mixers open: exact. Without them, a miss (warned)."""
+    labels, trace = next(case for case in zoo_accuracy.zoo_cases(HELD_EIGHT) if case[0].stem == run)
     assert zoo_accuracy.check_zoo(labels, trace, hint=False).exact
     monkeypatch.setattr(mixers, "MAX_FAR_CONTEXTS", 0)
     row = zoo_accuracy.check_zoo(labels, trace, hint=False)

@@ -12,8 +12,7 @@ type, or the functor of an ATen elementwise kernel: an add and a copy are not on
 its generic elementwise kernels in a launcher (`elementwise_kernel<128, 4, gpu_kernel_impl_nocast<BinaryFunctor<...,
 MulFunctor<float>>>>`): there the operation is the innermost functor (`MulFunctor`) or the `..._kernel_cuda`
 function the lambda comes from, not the launcher, which every such kernel names (a negation and a product were one
-family). For an Itanium-mangled name (ROCm
-traces keep them) the function's identifier only.
+family). For an Itanium-mangled name (ROCm traces keep them) the function's identifier only.
 """
 
 from __future__ import annotations

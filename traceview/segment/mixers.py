@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 
@@ -53,13 +53,12 @@ MIN_GLUE = 3  # kernels of its own a piece holds before a pass's first token mix
 
 def forward_passes(codes: np.ndarray, spans: Sequence[tuple[int, int]]) -> list[list[tuple[int, int]]] | None:
     """Per forward pass of `codes`, its layers ([start, end) offsets), from the first of the boundary contexts around
-    the found `spans` (most common first) whose marks give an unambiguous answer that explains as much as the spans:
-    as many layers or more, and nearly as many of their kernels that are a layer's (NEAR_COVERAGE: spans may hold
-    some of the glue, and an edge span the prologue: kernels that no layer of the answer runs do not count); else
-    None (see the module's docstring)."""
+    the found `spans` (most common first; farther ones when no near one answers: `_far_contexts`) whose marks give an
+    unambiguous answer that explains as much as the spans: as many layers or more, and nearly as many of their
+    kernels that are a layer's (NEAR_COVERAGE: spans may hold some of the glue, and an edge span the prologue:
+    kernels that no layer of the answer runs do not count); else None (see the module's docstring)."""
     near = boundary_contexts(codes, spans)[:MAX_CONTEXTS]
-    far = [c for c in _far_contexts(codes, spans) if c not in near][:MAX_FAR_CONTEXTS]
-    for context in near + far:
+    for context in itertools.chain(near, itertools.islice(_far_contexts(codes, spans, set(near)), MAX_FAR_CONTEXTS)):
         found = _from_marks(codes, [int(m) for m in marks_of(codes, context)])
         layers = [span for layers in found or [] for span in layers]
         if found and len(layers) >= len(spans) and covered(layers) >= NEAR_COVERAGE * _layer_like(codes, spans, layers):
@@ -161,21 +160,26 @@ def boundary_contexts(
     return out
 
 
-def _far_contexts(codes: np.ndarray, spans: Sequence[tuple[int, int]]) -> list[tuple[int, int, int]]:
+def _far_contexts(
+    codes: np.ndarray, spans: Sequence[tuple[int, int]], tried: set[tuple[int, int, int]]
+) -> Iterator[tuple[int, int, int]]:
     """The contexts around the found layers' starts from beyond SHIFTS up to FAR_REACH of their median length, nearest
-    first: layers found out of phase by a block that opens both of a layer's halves alike (hyper-connections: each
-    half opens with the same mixing of the residual streams before its norm), so that no near context marks them."""
+    first, those `tried` left out, made as they are asked for: layers found out of phase by a block that opens both
+    of a layer's halves alike (hyper-connections: each half opens with the same mixing of the residual streams before
+    its norm), so that no near context marks them."""
     if not spans:
-        return []
+        return
     reach = int(FAR_REACH * np.median([b - a for a, b in spans]))
     starts = np.array(sorted(a for a, _ in spans))
-    out: list[tuple[int, int, int]] = []
+    seen = set(tried)
     for shift in (x for k in range(max(SHIFTS) + 1, reach + 1) for x in (-k, k)):
         at = starts + shift
         at = at[(at > 0) & (at < len(codes) - 1)]
-        seen = Counter(zip(codes[at - 1].tolist(), codes[at].tolist(), codes[at + 1].tolist(), strict=True))
-        out += [context for context, _ in seen.most_common() if context not in out]
-    return out
+        around = Counter(zip(codes[at - 1].tolist(), codes[at].tolist(), codes[at + 1].tolist(), strict=True))
+        for context, _ in around.most_common():
+            if context not in seen:
+                seen.add(context)
+                yield context
 
 
 def marks_of(codes: np.ndarray, context: tuple[int, int, int]) -> np.ndarray:

@@ -59,7 +59,6 @@ EXTENSION_REACH = 2  # phases after the leftmost extension tried beside the late
 MIXERS_SHARE = 0.75  # of the layers' kernels the layers found from their mixers explain (not a loop inside them)
 NORM_CASTS = 2  # dtype casts a norm may open with (to its weight's dtype, then to float32)
 MAX_NORMS = 4  # norms a layer holds at most (_norm_period)
-VARIANT_FEW = MAX_NORMS  # kernels of its family a unit may run for a variant of its first kernel to tell a phase
 MAX_GRAPH_KINDS = 4  # compiled graphs a unit of layers of several kinds holds at most (_graphs_of_kinds)
 NEAR_NORM = 2  # kernels from the first found layer's start to a norm that make it open with that norm (a cast)
 NORM_SHARE = 0.75  # of the layers whose nearest norm kernel is at one offset from their start, to move them there
@@ -1369,20 +1368,13 @@ def _phases(
 def _variant_first(
     codes: np.ndarray, starts: np.ndarray, expected: np.ndarray, families: np.ndarray | None
 ) -> np.ndarray:
-    """Per phase, 1 where the first layer's first kernel is not the unit's but of its family, a family of which the
-    unit (`expected`: the first kernels of its rotations) runs VARIANT_FEW kernels or fewer: the first layer's plain
-    RMSNorm where every later layer opens with the norm fused with the residual add, among the layer's few norms,
-    tells where layers open; one of a layer's many products or copies in another dtype or vector width does not."""
+    """Per phase, 1 where the first layer's first kernel is not the unit's but of its family."""
     if families is None:
         return np.zeros(len(starts), dtype=np.int64)
     family_of = np.zeros(int(codes.max()) + 1, dtype=np.int64)
     family_of[codes] = families
-    expected_family = family_of[expected]
-    _, inverse, count = np.unique(expected_family, return_inverse=True, return_counts=True)
-    few = count[inverse.reshape(-1)] <= VARIANT_FEW
     at = np.clip(starts, 0, len(codes) - 1)
-    variant = (starts >= 0) & (codes[at] != expected) & (families[at] == expected_family)
-    return (variant & few).astype(np.int64)
+    return ((starts >= 0) & (codes[at] != expected) & (families[at] == family_of[expected])).astype(np.int64)
 
 
 def _snapped(codes: np.ndarray, starts: np.ndarray, rotated: np.ndarray, reach: int = 2) -> np.ndarray:
