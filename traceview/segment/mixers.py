@@ -155,9 +155,16 @@ def boundary_contexts(
     tiers = [met] if meeting else [met, *([a + shift for a, _ in ordered] for shift in SHIFTS)]
     out: list[tuple[int, int, int]] = []
     for starts in tiers:
-        seen = Counter((int(codes[b - 1]), int(codes[b]), int(codes[b + 1])) for b in starts if 0 < b < len(codes) - 1)
-        out += [context for context, _ in seen.most_common() if context not in out]
+        out += [context for context in _contexts_at(codes, starts) if context not in out]
     return out
+
+
+def _contexts_at(codes: np.ndarray, starts: Iterable[int]) -> list[tuple[int, int, int]]:
+    """The (last kernel, first kernel, second kernel) around each of `starts` inside `codes`, most common first."""
+    at = np.fromiter(starts, dtype=np.int64)
+    at = at[(at > 0) & (at < len(codes) - 1)]
+    seen = Counter(zip(codes[at - 1].tolist(), codes[at].tolist(), codes[at + 1].tolist(), strict=True))
+    return [context for context, _ in seen.most_common()]
 
 
 def _far_contexts(
@@ -173,10 +180,7 @@ def _far_contexts(
     starts = np.array(sorted(a for a, _ in spans))
     seen = set(tried)
     for shift in (x for k in range(max(SHIFTS) + 1, reach + 1) for x in (-k, k)):
-        at = starts + shift
-        at = at[(at > 0) & (at < len(codes) - 1)]
-        around = Counter(zip(codes[at - 1].tolist(), codes[at].tolist(), codes[at + 1].tolist(), strict=True))
-        for context, _ in around.most_common():
+        for context in _contexts_at(codes, starts + shift):
             if context not in seen:
                 seen.add(context)
                 yield context
