@@ -107,7 +107,7 @@ def test_layers_found_far_out_of_phase_are_found_from_far_contexts(run: str, mon
     """Held-out H200 recording, cut to its first steps. HY-V4 with MoE every other layer: its hyper-connections
     open both halves of every layer with the same mixing of the residual streams, and the dense and MoE layers (125
     kernels, 206 or 176) made the repeating unit four layers long, found 65 to 95 kernels out of phase. Gemma 3n:
-    layers of three kinds (170, 157, 132 kernels) with AltUp and Laurel blocks, found 34 to 50 kernels late. No
+    layers of three kinds (170, 157, 132 kernels) with AltUp and Laurel blocks, found 9 or 34 kernels late. No
     boundary context within 8 kernels of the found starts gave an answer; the contexts up to half a layer away
     (mixers._far_contexts) give the layers from where their mixers open: exact. Without them, a miss (warned)."""
     labels, trace = next(case for case in zoo_accuracy.zoo_cases(HELD_EIGHT) if case[0].stem == run)

@@ -4,8 +4,8 @@
 
 Writes OUT_DIR/torch/NAME.pt.trace.json.xz (the metadata events and every event that starts before the first kernel
 of step K) and OUT_DIR/labels/NAME.json (the runs of the kept kernels, the digest of their names), and checks that
-the cut trace holds exactly the kernels its labels describe. For eager runs (a CUDA graph's replays are cut alike,
-but a replay cut in two loses its later kernels).
+the cut trace holds exactly the kernels its labels describe. Used for eager runs (a CUDA graph trace's launch calls
+before the cut may name replays whose kernels lie after it: not tried).
 """
 
 from __future__ import annotations
