@@ -117,6 +117,23 @@ def test_layer_shapes_of_other_frameworks(kind: str) -> None:
     assert [s.start for s in fit.layers] == [start + shift for start in true_starts(truth)]
 
 
+def test_layers_alike_only_by_family_are_found_from_their_families() -> None:
+    """A MoE layer whose experts' loop runs one GEMM per expert hit, cuBLAS choosing each GEMM's tile variant by the
+    tokens that expert got: no two layers of a step run the same kernels by name (Aria under torch.compile). By
+    family (the variants of one GEMM are one) every layer is alike; the layers are found from the families when the
+    names give none."""
+    rng = np.random.default_rng(3)
+    tiles = ["gemm_64x8_NNT", "gemm_64x16_NNT", "gemm_128x16_NNT", "gemm_64x24_NNT"]
+    layers = [["norm", "qkv", "attention", "o_proj", "norm2", "router", "topk", *rng.choice(tiles, 6), "add"]
+              for _ in range(8)]  # fmt: skip
+    names = ["embed", *[k for layer in layers for k in layer], "final_norm", "lm_head"]
+    assert len({tuple(layer) for layer in layers}) == 8
+    families = codes_of(["gemm_NNT" if name.startswith("gemm_") else name for name in names])
+    assert period.find_layers(codes_of(names)) is None
+    fit = period.find_layers(codes_of(names), families=families)
+    assert fit is not None and [(s.start, s.end) for s in fit.layers] == [(1 + 14 * i, 15 + 14 * i) for i in range(8)]
+
+
 def test_a_first_layer_opening_with_a_variant_of_the_others_norm_is_cut_where_they_are() -> None:
     # vLLM: layer 0 opens with rms_norm, the others with fused_add_rms_norm; kernel families tell they are variants
     names, truth = Model(layers=8, fused_norm=True).step()
@@ -237,6 +254,24 @@ def test_graphs_that_start_inside_the_layers_are_not_layers() -> None:
     spans = [(1 + i * len(layer), 1 + (i + 1) * len(layer)) for i in range(6)]
     fit = period.PeriodFit(tuple(period.LayerSpan(a, b, 1.0) for a, b in spans), len(layer), 0.9, 1.0)
     assert period.by_graphs(codes, fit, opens) is fit
+
+
+@pytest.mark.parametrize("pieces", [5, 3])
+def test_graphs_that_open_in_more_ways_than_a_unit_has_kinds_are_pieces_of_layers(pieces: int) -> None:
+    """Aria compiled per layer: its MoE layer breaks the graph five times (routing, the experts' loop, the shared
+    expert, the last add), so every layer is five graphs, each opening with its own kernel. Layers of a unit of
+    several kinds open in at most MAX_GRAPH_KINDS ways: five ways are a layer's pieces, and the layers found in
+    phase are kept. Three pieces could be three layers of kinds (a dense and two MoE kinds): taken as graphs."""
+    graphs = [[f"open{g}", *[f"k{g}_{i}" for i in range(6)]] for g in range(pieces)]
+    layer = [kernel for graph in graphs for kernel in graph]
+    names = ["embed", *layer * 8, "final_norm", "lm_head"]
+    codes = codes_of(names)
+    opens = np.array([name.startswith("open") for name in names])
+    spans = [(1 + i * len(layer), 1 + (i + 1) * len(layer)) for i in range(8)]
+    fit = period.PeriodFit(tuple(period.LayerSpan(a, b, 1.0) for a, b in spans), len(layer), 0.9, 1.0)
+    found = period.by_graphs(codes, fit, opens)
+    assert (found is fit) == (pieces > period.MAX_GRAPH_KINDS)
+    assert len(found.layers) == 8 if pieces > period.MAX_GRAPH_KINDS else 8 * pieces
 
 
 @pytest.mark.parametrize("pairs", [1, 3])
@@ -447,6 +482,22 @@ def test_an_eager_rms_norm_opens_where_a_residual_add_comes_before_it() -> None:
     codes = np.array([6, *norm, 5, *norm, 5, 4, *norm, 5, 4, *norm], dtype=np.int64)
     opens = pipeline.NormKernels.of(names).openings(codes)
     assert np.flatnonzero(opens).tolist() == [1, 10, 15]
+
+
+def test_an_inductor_reduction_that_fuses_an_rms_norm_is_a_norm() -> None:
+    """torch.compile fuses an RMSNorm (pow, mean, rsqrt, mul) into one reduction kernel named for its operations, the
+    residual add too where it comes before; Inductor's pointwise kernels and its other reductions are no norms."""
+    names = {
+        1: "triton_per_fused__to_copy_add_mean_mul_pow_rsqrt",
+        2: "triton_red_fused__to_copy_mean_mul_pow_rsqrt",
+        3: "triton_poi_fused__to_copy_add_mean",
+        4: "triton_per_fused__softmax_exp_sum",
+        5: "triton_poi_fused_mul_rsqrt_silu",
+        6: "nvjet_gemm",
+    }
+    codes = np.array([2, 6, 5, 6, 1, 6, 4, 6, 3, 1], dtype=np.int64)
+    opens = pipeline.NormKernels.of(names).openings(codes)
+    assert np.flatnonzero(opens).tolist() == [0, 4, 9]
 
 
 def test_layers_of_one_norm_each_are_the_stretches_between_norms() -> None:

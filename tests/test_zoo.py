@@ -38,6 +38,7 @@ MISSES = {  # run -> why traceview misses it (a strict expected failure), each w
 HELD_OUT = ZOO / "held"  # a recording of other widths and depths, four decode steps (record_zoo.py, ZOO_SCALE=2)
 EIGHT_STEPS = ZOO / "steps8"  # a recording of eight decode steps (record_zoo.py --steps 8)
 HELD_EIGHT = ZOO / "held8"  # a held-out recording of eight decode steps (ZOO_SCALE=2, GPU activity only)
+HELD_THREE = ZOO / "held3"  # a third held-out recording (ZOO_SCALE=3, H100): runs cut to their first steps
 CASES = (
     labelled_cases(ZOO, MISSES)
     + labelled_cases(HELD_OUT, {})
@@ -115,6 +116,18 @@ def test_layers_found_far_out_of_phase_are_found_from_far_contexts(run: str, mon
     monkeypatch.setattr(mixers, "MAX_FAR_CONTEXTS", 0)
     row = zoo_accuracy.check_zoo(labels, trace, hint=False)
     assert not row.exact and row.warnings, row
+
+
+def test_a_layer_that_graph_breaks_cut_into_pieces_is_not_taken_for_five_layers() -> None:
+    """Aria compiled layer by layer (third held-out recording, 3 of its 5 steps): the MoE layer breaks the compiled
+    graph at its routing, so each layer is five graphs, each opening with its own kernel; every graph was taken for a
+    layer (33-37 a step for 8). They are a layer's pieces (period._pieces_of_layers), and Inductor's fused RMSNorm is
+    a norm, so the layers open at their norms; the experts' GEMMs pick their tile variants by the tokens each expert
+    got, so layers alike by family only are found from the families. Still a miss, warned: in one step a unit of
+    four layers fits better than one layer by name."""
+    labels, trace = next(case for case in zoo_accuracy.zoo_cases(HELD_THREE) if case[0].stem.startswith("aria_text"))
+    row = zoo_accuracy.check_zoo(labels, trace, hint=False)
+    assert max(int(count) for count in row.layers_found.split("-")) == 8 and row.warnings, row
 
 
 def test_a_norm_right_before_the_first_layers_own_is_doubted() -> None:

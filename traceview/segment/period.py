@@ -125,13 +125,11 @@ def find_layers(
     if len(codes) < 2 * min_layers:
         return None
     codes = dense(codes)
-    stats = code_stats(codes)
-    fits = [
-        fit
-        for period in candidate_periods(stats)
-        if (fit := _fit(codes, stats, period, min_layers, families, whole_pass))
-    ]
+    fits = _fits(codes, min_layers, families, whole_pass)
     best = choose(fits)
+    if best is None and families is not None:  # no two layers alike by name: alike by family?
+        fits = _fits(dense(families), min_layers, None, whole_pass)
+        best = choose(fits)
     if best is None:
         return None
     best = _in_whole_phase(codes, fits, best) if whole_pass else best
@@ -140,6 +138,15 @@ def find_layers(
     fit = by_mixers(codes, fit) if kinds and edges and halves else fit
     fit = by_graphs(codes, fit, opens, graphs) if opens is not None and opens.any() else fit
     return toward_count(codes, fit, expected) if expected else fit
+
+
+def _fits(codes: np.ndarray, min_layers: int, families: np.ndarray | None, whole_pass: bool) -> list[PeriodFit]:
+    stats = code_stats(codes)
+    return [
+        fit
+        for period in candidate_periods(stats)
+        if (fit := _fit(codes, stats, period, min_layers, families, whole_pass))
+    ]
 
 
 def norm_openings(codes: np.ndarray, norms: np.ndarray, casts: np.ndarray) -> np.ndarray:
@@ -499,6 +506,8 @@ def by_graphs(codes: np.ndarray, fit: PeriodFit, opens: np.ndarray, force: bool 
     kinds (`_graphs_of_kinds`), whatever their phase."""
     spans = _bounds(fit.layers)
     marks = np.flatnonzero(opens)
+    if _pieces_of_layers(codes, spans, marks):
+        return fit
     near = _distance_to(marks, np.array([a for a, _ in spans])) <= GRAPH_REACH
     if not force and int(near.sum()) * 2 <= len(spans) and not _graphs_of_kinds(spans, marks):
         return fit
@@ -535,6 +544,15 @@ def _graph_before(marks: np.ndarray, first: int, after: int, median: int) -> lis
     its own (a dense first layer before MoE ones), which the run's unit left out; an eager prologue has no graph."""
     before = marks[(marks < first) & (marks >= after)]
     return [int(before[-1])] if len(before) and first - before[-1] <= 2 * median else []
+
+
+def _pieces_of_layers(codes: np.ndarray, spans: list[tuple[int, int]], marks: np.ndarray) -> bool:
+    """Whether the compiled graphs are pieces of layers, not layers: most found layers hold graphs that open with
+    more than MAX_GRAPH_KINDS different kernels. A layer's graph breaks (a MoE layer's routing run eagerly) cut it
+    into graphs that each open otherwise, where the layers of a unit, each a graph, are of a few kinds, and the
+    layers of one kind open alike."""
+    openings = [len(set(codes[marks[(marks >= a) & (marks < b)]].tolist())) for a, b in spans]
+    return bool(openings) and _most_common(openings) > MAX_GRAPH_KINDS
 
 
 def _graphs_of_kinds(spans: list[tuple[int, int]], marks: np.ndarray) -> bool:

@@ -33,7 +33,8 @@ from . import (
 
 INDUCTOR_INDEX = r"^(triton_[a-z]+_fused_.*)_\d+$"
 INDUCTOR_NUMBER = r"^triton_[a-z]+_fused_.*_(\d+)$"  # Inductor numbers the kernels of a compiled graph from 0
-NORM_NAME = re.compile(r"norm(?!al)", re.IGNORECASE)  # a norm kernel's name (layer_norm, rms_norm, RMSNorm)
+# a norm kernel's name (layer_norm, rms_norm, RMSNorm), or an Inductor reduction that fuses an RMSNorm (mean, rsqrt)
+NORM_NAME = re.compile(r"norm(?!al)|^triton_(?:per|red)_fused_\w*_mean_\w*_rsqrt", re.IGNORECASE)
 CAST_NAME = re.compile(r"copy_kernel|_to_copy")  # a dtype cast's kernel (direct_copy_kernel_cuda, Inductor's _to_copy)
 SQUARE_NAME = re.compile(r"pow_tensor_scalar")  # an eager RMSNorm's x.pow(2), when a mean reduce follows it
 MEAN_NAME = re.compile(r"MeanOps")  # the mean reduce of that variance
