@@ -32,6 +32,10 @@ SAME = [
         "at::native::binary_internal::MulFunctor<float> >, std::array<char*, 2ul> >(int, at::native::AUnaryFunctor<"
         "float, float, float, at::native::binary_internal::MulFunctor<float> >, std::array<char*, 2ul>)",
     ),
+    (  # Inductor: a dense layer's RMSNorm and a MoE layer's, the same fusion at another place in its graph
+        "triton_per_fused__to_copy_add_mean_mul_pow_rsqrt_0",
+        "triton_per_fused__to_copy__unsafe_view_add_mean_mul_pow_rsqrt_6",
+    ),
 ]
 OTHER = [
     (  # ATen elementwise kernels of different operations
@@ -53,6 +57,7 @@ OTHER = [
         "{lambda(int)#1})",
         MUL_BF16,
     ),
+    ("triton_poi_fused_mul_silu_7", "triton_poi_fused_add_7"),  # Inductor: other fusions, the same call-site number
 ]
 
 

@@ -12,7 +12,9 @@ type, or the functor of an ATen elementwise kernel: an add and a copy are not on
 its generic elementwise kernels in a launcher (`elementwise_kernel<128, 4, gpu_kernel_impl_nocast<BinaryFunctor<...,
 MulFunctor<float>>>>`): there the operation is the innermost functor (`MulFunctor`) or the `..._kernel_cuda`
 function the lambda comes from, not the launcher, which every such kernel names (a negation and a product were one
-family). For an Itanium-mangled name (ROCm traces keep them) the function's identifier only.
+family). For an Itanium-mangled name (ROCm traces keep them) the function's identifier only. An Inductor kernel's
+name lists the operations it fuses and ends with its number in its compiled graph (`triton_per_fused_add_mean_mul_
+pow_rsqrt_6`): the number is where it runs, not what it does, and is left out.
 """
 
 from __future__ import annotations
@@ -24,13 +26,14 @@ from ..ingest.kernel_names import short_kernel_name
 IDENTIFIER = re.compile(r"[A-Za-z_]\w*")
 FUNCTOR = re.compile(r"\w*Functor\w*|\w+_kernel_cuda\b")  # an ATen operation inside a launcher's arguments
 LENGTH = re.compile(r"\d{1,9}")  # of a mangled identifier: a longer number is no length a name can have
+CALL_SITE = re.compile(r"^(triton_[a-z]+_fused_\w*)_\d+$")  # Inductor's number of a kernel in its compiled graph
 
 
 def kernel_family(name: str) -> str:
     """The family of a kernel name (see the module's docstring)."""
     if name.startswith("_Z"):
         return _words(_mangled_function(name))
-    short = short_kernel_name(name)
+    short = CALL_SITE.sub(r"\1", short_kernel_name(name))
     head = IDENTIFIER.match(short)
     if head is None:
         return short

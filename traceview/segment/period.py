@@ -136,7 +136,7 @@ def find_layers(
     fit = split_alternating(codes, best, kinds)
     fit = with_edge_layers(codes, fit) if edges else fit
     fit = by_mixers(codes, fit) if kinds and edges and halves else fit
-    fit = by_graphs(codes, fit, opens, graphs) if opens is not None and opens.any() else fit
+    fit = by_graphs(codes, fit, opens, graphs, families) if opens is not None and opens.any() else fit
     return toward_count(codes, fit, expected) if expected else fit
 
 
@@ -493,7 +493,9 @@ def _extern_opening(numbers: np.ndarray, zeros: np.ndarray) -> int:
     return int(np.argmax(counts)) if ended.any() else 0
 
 
-def by_graphs(codes: np.ndarray, fit: PeriodFit, opens: np.ndarray, force: bool = False) -> PeriodFit:
+def by_graphs(
+    codes: np.ndarray, fit: PeriodFit, opens: np.ndarray, force: bool = False, families: np.ndarray | None = None
+) -> PeriodFit:
     """Layers compiled one by one (regional compilation: `torch.compile` on each decoder layer): every layer is one
     compiled graph, whatever its kind, from its graph's first kernel (Inductor numbers a graph's kernels from 0,
     and may run a kernel of the layer before its norm) to the next graph's. Taken when most found layers start at
@@ -522,7 +524,7 @@ def by_graphs(codes: np.ndarray, fit: PeriodFit, opens: np.ndarray, force: bool 
     if not layers:
         return fit
     layers = _without_glue_after(codes, layers)
-    return dataclasses.replace(fit if layers == spans else _fit_of(codes, layers), graphs=True)
+    return dataclasses.replace(fit if layers == spans else _fit_of(codes, layers, families), graphs=True)
 
 
 def _without_glue_after(codes: np.ndarray, graphs: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -645,9 +647,11 @@ def _refit(codes: np.ndarray, fit: PeriodFit, spans: list[tuple[int, int]]) -> P
     return dataclasses.replace(_fit_of(dense(np.ascontiguousarray(codes, dtype=np.int64)), spans), graphs=fit.graphs)
 
 
-def _fit_of(codes: np.ndarray, spans: list[tuple[int, int]]) -> PeriodFit:
-    """A fit of the layers `spans`, each layer's confidence the share of its kernels that other layers also run."""
-    layers = tuple(LayerSpan(a, b, share) for (a, b), share in zip(spans, _shared_shares(codes, spans), strict=True))
+def _fit_of(codes: np.ndarray, spans: list[tuple[int, int]], families: np.ndarray | None = None) -> PeriodFit:
+    """A fit of the layers `spans`, each layer's confidence the share of its kernels that other layers also run (of
+    whose family, with `families`)."""
+    shares = _shared_shares(codes if families is None else dense(families), spans)
+    layers = tuple(LayerSpan(a, b, share) for (a, b), share in zip(spans, shares, strict=True))
     median = int(np.median([b - a for a, b in spans]))
     confidence = float(np.mean([s.confidence for s in layers]))
     return PeriodFit(
@@ -1117,6 +1121,7 @@ def _fit(
     unit_start, unit_len, copies = _unit(codes, marks, period)
     unit = codes[unit_start : unit_start + unit_len]
     marks = _without_strays(codes, marks, unit)
+    kin = codes if families is None else dense(families)
     # the phase that makes most whole layers (layers of another kind before the first included; in a whole pass, a
     # last layer that is part of one running into the epilogue does not count: _ends_in_part), with fewest not
     # one unit long (a layer cut out of phase runs on into the glue between two passes), covering most
@@ -1125,7 +1130,7 @@ def _fit(
     # opens like the others: not with the embedding's last kernel); most like the unit (a dense layer that begins
     # with the embedding is less so); then the earliest
     spans, rotated = max(
-        ((*_layers_at(codes, marks, unit, shift), rank) for shift, rank in _phases(codes, marks, unit, families)),
+        ((*_layers_at(codes, marks, unit, shift, kin), rank) for shift, rank in _phases(codes, marks, unit, families)),
         key=lambda r: (
             len(r[0]) - (whole_pass and _ends_in_part(codes, r[0], len(unit))),
             -sum(_off_unit(s, len(unit)) for s in r[0]),  # not one unit long: glue swallowed
@@ -1258,15 +1263,16 @@ def _among_unit_neighbours(codes: np.ndarray, mark: int, unit: np.ndarray, width
 
 
 def _layers_at(
-    codes: np.ndarray, marks: np.ndarray, unit: np.ndarray, shift: int
+    codes: np.ndarray, marks: np.ndarray, unit: np.ndarray, shift: int, kin: np.ndarray
 ) -> tuple[list[LayerSpan], np.ndarray]:
     """The layers when each starts `shift` kernels before its anchor, and the unit rotated to start there.
 
-    Layers of another kind before the first layer are left to `_extend_left`."""
+    Layers of another kind before the first layer are left to `_extend_left`; `kin` is what their confidence counts
+    kernels by (_shares_run_by)."""
     rotated = np.roll(unit, shift)
     bounds = _trim(codes, _segments(codes, _snapped(codes, marks - shift, rotated), rotated), rotated)
-    spans = _accepted(codes, _whole_unit_copies(codes, bounds, rotated), rotated)
-    return _whole_copies(codes, _extend_left(codes, spans, rotated) + spans, len(rotated)), rotated
+    spans = _accepted(codes, _whole_unit_copies(codes, bounds, rotated), rotated, kin)
+    return _whole_copies(codes, _extend_left(codes, spans, rotated, kin) + spans, len(rotated)), rotated
 
 
 def alike(codes: np.ndarray, spans: list[LayerSpan] | tuple[LayerSpan, ...]) -> float:
@@ -1488,11 +1494,11 @@ def similarity(codes: np.ndarray, bounds: np.ndarray, unit: np.ndarray) -> tuple
     return precision, recall
 
 
-def _accepted(codes: np.ndarray, bounds: np.ndarray, unit: np.ndarray) -> list[LayerSpan]:
+def _accepted(codes: np.ndarray, bounds: np.ndarray, unit: np.ndarray, kin: np.ndarray) -> list[LayerSpan]:
     """The segments that are layers: alike in kernels to the unit, or - a layer of another kind, such as a
     dense layer before MoE ones - opening like the unit and directly followed by a layer. A layer's confidence is
     its match to the unit (precision); a layer of another kind, whose match is poor by nature (a dense MLP where the
-    unit runs experts), has the share of its kernels that the layers alike run, as an edge layer has."""
+    unit runs experts), has the share of its kernels of a kind (`kin`) that the layers alike run (_shares_run_by)."""
     if len(bounds) == 0:
         return []
     precision, recall = similarity(codes, bounds, unit)
@@ -1502,12 +1508,22 @@ def _accepted(codes: np.ndarray, bounds: np.ndarray, unit: np.ndarray) -> list[L
     ok = alike.copy()
     for i in range(len(bounds) - 2, -1, -1):  # one step per layer, walking back from the end
         ok[i] |= other_kind[i] and ok[i + 1] and bounds[i, 1] == bounds[i + 1, 0]
-    known = _run_by(codes, bounds[alike])
+    shares = _shares_run_by(kin, bounds[alike], bounds)
     return [
-        LayerSpan(int(s), int(e), round(float(p if same else np.mean(known[codes[s:e]])), 4))
-        for (s, e), p, good, same in zip(bounds, precision, ok, alike, strict=True)
+        LayerSpan(int(s), int(e), round(float(p if same else share), 4))
+        for (s, e), p, good, same, share in zip(bounds, precision, ok, alike, shares, strict=True)
         if good
     ]
+
+
+def _shares_run_by(
+    kin: np.ndarray, by: Sequence[tuple[int, int]] | np.ndarray, spans: Sequence[tuple[int, int]] | np.ndarray
+) -> list[float]:
+    """Per span of `spans`, the share of its kernels whose kind (`kin`: kernel codes, or their families) one of the
+    stretches `by` runs: the confidence of a layer of another kind, whose match to the unit is poor by nature; by
+    family, a compiled dense layer's own fusions (Inductor names its kernels for the operations they fuse) count."""
+    known = _run_by(kin, by)
+    return [float(np.mean(known[kin[a:b]])) for a, b in spans]
 
 
 def _run_by(codes: np.ndarray, bounds: Sequence[tuple[int, int]] | np.ndarray) -> np.ndarray:
@@ -1539,7 +1555,7 @@ def _opening_match(codes: np.ndarray, starts: np.ndarray, unit: np.ndarray, long
     return np.where(equal.all(axis=1), k, np.argmin(equal, axis=1))
 
 
-def _extend_left(codes: np.ndarray, spans: list[LayerSpan], unit: np.ndarray) -> list[LayerSpan]:
+def _extend_left(codes: np.ndarray, spans: list[LayerSpan], unit: np.ndarray, kin: np.ndarray) -> list[LayerSpan]:
     """Layers of another kind right before the first layer (DeepSeek's dense first layers), walked backwards: each
     starts at an occurrence of the unit's opening kernels, the one whose stretch up to the next layer is most like
     the unit (precision x recall: a norm inside the layer gives too little, two layers too much). The very first
@@ -1555,8 +1571,8 @@ def _extend_left(codes: np.ndarray, spans: list[LayerSpan], unit: np.ndarray) ->
         while (layer := _best_layer_before(codes, hits, end, unit)) is not None:
             found.insert(0, layer)
             end = layer.start
-    known = _run_by(codes, _bounds(spans))
-    return [dataclasses.replace(f, confidence=round(float(np.mean(known[codes[f.start : f.end]])), 4)) for f in found]
+    shares = _shares_run_by(kin, _bounds(spans), _bounds(found))
+    return [dataclasses.replace(f, confidence=round(share, 4)) for f, share in zip(found, shares, strict=True)]
 
 
 def occurrences(codes: np.ndarray, gram: np.ndarray) -> np.ndarray:

@@ -881,17 +881,20 @@ def _out_of_phase(con: duckdb.DuckDBPyConnection) -> int:
     input norm's first), though their layers run it, and whose layers open with a kernel that the other steps'
     layers run inside: the step's layers were cut elsewhere (a step whose attention kernel changed with the cache's
     length, its layers found from the repeating unit out of phase). A step whose layers open with a kernel no other
-    step runs opens them with another variant of the usual one (the first decode step's GEMMs), in phase."""
+    step runs opens them with another variant of the usual one (the first decode step's GEMMs), in phase; so does a
+    step whose every layer opens with the kernel Inductor numbers 0 in its compiled graph, where the graph opens (a
+    later call may run another of its kernels first: then the usual opening)."""
     return con.execute(
         """
         WITH openings AS (
-            SELECT l.rank, l.step, l.layer, arg_min(k.code, (k.start_ns, k.activity_id)) AS code
+            SELECT l.rank, l.step, l.layer, arg_min(k.code, (k.start_ns, k.activity_id)) AS code,
+                   arg_min(k.inductor_number, (k.start_ns, k.activity_id)) AS number
             FROM _seg_layer_of l JOIN _seg_k k USING (activity_id)
             WHERE l.method = 'period' AND l.kind = 'kernel' GROUP BY ALL
         ), usual AS (SELECT rank, mode(code) AS code FROM openings GROUP BY rank),
         elsewhere AS (  -- the steps none of whose layers opens with the usual kernel, and what they open with
             SELECT o.rank, o.step, mode(o.code) AS code FROM openings o JOIN usual u USING (rank)
-            GROUP BY o.rank, o.step HAVING NOT bool_or(o.code = u.code)
+            GROUP BY o.rank, o.step HAVING NOT bool_or(o.code = u.code) AND NOT bool_and(o.number = 0)
         ), ran AS (
             SELECT DISTINCT k.rank, k.step, k.code FROM _seg_layer_of l JOIN _seg_k k USING (activity_id)
             WHERE l.method = 'period' AND l.kind = 'kernel'
