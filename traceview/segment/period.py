@@ -141,11 +141,13 @@ def find_layers(
 
 
 def _fits(codes: np.ndarray, min_layers: int, families: np.ndarray | None, whole_pass: bool) -> list[PeriodFit]:
+    """The fit of each candidate period (a layer of another kind's confidence counts kernels by family: `kin`)."""
     stats = code_stats(codes)
+    kin = codes if families is None else dense(families)
     return [
         fit
         for period in candidate_periods(stats)
-        if (fit := _fit(codes, stats, period, min_layers, families, whole_pass))
+        if (fit := _fit(codes, stats, period, min_layers, kin, families, whole_pass))
     ]
 
 
@@ -1111,6 +1113,7 @@ def _fit(
     stats: _CodeStats,
     period: int,
     min_layers: int,
+    kin: np.ndarray,
     families: np.ndarray | None = None,
     whole_pass: bool = False,
 ) -> PeriodFit | None:
@@ -1121,7 +1124,6 @@ def _fit(
     unit_start, unit_len, copies = _unit(codes, marks, period)
     unit = codes[unit_start : unit_start + unit_len]
     marks = _without_strays(codes, marks, unit)
-    kin = codes if families is None else dense(families)
     # the phase that makes most whole layers (layers of another kind before the first included; in a whole pass, a
     # last layer that is part of one running into the epilogue does not count: _ends_in_part), with fewest not
     # one unit long (a layer cut out of phase runs on into the glue between two passes), covering most
