@@ -141,7 +141,8 @@ def find_layers(
 
 
 def _fits(codes: np.ndarray, min_layers: int, families: np.ndarray | None, whole_pass: bool) -> list[PeriodFit]:
-    """The fit of each candidate period (a layer of another kind's confidence counts kernels by family: `kin`)."""
+    """The fit of each candidate period (a layer of another kind's confidence counts kernels by family: see
+    _accepted)."""
     stats = code_stats(codes)
     kin = codes if families is None else dense(families)
     return [
@@ -1270,7 +1271,7 @@ def _layers_at(
     """The layers when each starts `shift` kernels before its anchor, and the unit rotated to start there.
 
     Layers of another kind before the first layer are left to `_extend_left`; `kin` is what their confidence counts
-    kernels by (_shares_run_by)."""
+    kernels by (see _accepted)."""
     rotated = np.roll(unit, shift)
     bounds = _trim(codes, _segments(codes, _snapped(codes, marks - shift, rotated), rotated), rotated)
     spans = _accepted(codes, _whole_unit_copies(codes, bounds, rotated), rotated, kin)
@@ -1500,7 +1501,8 @@ def _accepted(codes: np.ndarray, bounds: np.ndarray, unit: np.ndarray, kin: np.n
     """The segments that are layers: alike in kernels to the unit, or - a layer of another kind, such as a
     dense layer before MoE ones - opening like the unit and directly followed by a layer. A layer's confidence is
     its match to the unit (precision); a layer of another kind, whose match is poor by nature (a dense MLP where the
-    unit runs experts), has the share of its kernels of a kind (`kin`) that the layers alike run (_shares_run_by)."""
+    unit runs experts), has the share of its kernels whose kind (`kin`: the kernels' families, so that a compiled
+    dense layer's own fusions, which Inductor names for the operations they fuse, count) the layers alike run."""
     if len(bounds) == 0:
         return []
     precision, recall = similarity(codes, bounds, unit)
@@ -1510,22 +1512,12 @@ def _accepted(codes: np.ndarray, bounds: np.ndarray, unit: np.ndarray, kin: np.n
     ok = alike.copy()
     for i in range(len(bounds) - 2, -1, -1):  # one step per layer, walking back from the end
         ok[i] |= other_kind[i] and ok[i + 1] and bounds[i, 1] == bounds[i + 1, 0]
-    shares = _shares_run_by(kin, bounds[alike], bounds)
+    known = _run_by(kin, bounds[alike])
     return [
-        LayerSpan(int(s), int(e), round(float(p if same else share), 4))
-        for (s, e), p, good, same, share in zip(bounds, precision, ok, alike, shares, strict=True)
+        LayerSpan(int(s), int(e), round(float(p if same else np.mean(known[kin[s:e]])), 4))
+        for (s, e), p, good, same in zip(bounds, precision, ok, alike, strict=True)
         if good
     ]
-
-
-def _shares_run_by(
-    kin: np.ndarray, by: Sequence[tuple[int, int]] | np.ndarray, spans: Sequence[tuple[int, int]] | np.ndarray
-) -> list[float]:
-    """Per span of `spans`, the share of its kernels whose kind (`kin`: kernel codes, or their families) one of the
-    stretches `by` runs: the confidence of a layer of another kind, whose match to the unit is poor by nature; by
-    family, a compiled dense layer's own fusions (Inductor names its kernels for the operations they fuse) count."""
-    known = _run_by(kin, by)
-    return [float(np.mean(known[kin[a:b]])) for a, b in spans]
 
 
 def _run_by(codes: np.ndarray, bounds: Sequence[tuple[int, int]] | np.ndarray) -> np.ndarray:
@@ -1573,8 +1565,8 @@ def _extend_left(codes: np.ndarray, spans: list[LayerSpan], unit: np.ndarray, ki
         while (layer := _best_layer_before(codes, hits, end, unit)) is not None:
             found.insert(0, layer)
             end = layer.start
-    shares = _shares_run_by(kin, _bounds(spans), _bounds(found))
-    return [dataclasses.replace(f, confidence=round(share, 4)) for f, share in zip(found, shares, strict=True)]
+    known = _run_by(kin, _bounds(spans))
+    return [dataclasses.replace(f, confidence=round(float(np.mean(known[kin[f.start : f.end]])), 4)) for f in found]
 
 
 def occurrences(codes: np.ndarray, gram: np.ndarray) -> np.ndarray:
