@@ -651,8 +651,8 @@ def _refit(codes: np.ndarray, fit: PeriodFit, spans: list[tuple[int, int]]) -> P
 
 
 def _fit_of(codes: np.ndarray, spans: list[tuple[int, int]], families: np.ndarray | None = None) -> PeriodFit:
-    """A fit of the layers `spans`, each layer's confidence the share of its kernels that other layers also run (of
-    whose family, with `families`)."""
+    """A fit of the layers `spans`, each layer's confidence the share of its kernels that other layers also run (a
+    kernel of the same family, with `families`: one id per kernel)."""
     shares = _shared_shares(codes if families is None else dense(families), spans)
     layers = tuple(LayerSpan(a, b, share) for (a, b), share in zip(spans, shares, strict=True))
     median = int(np.median([b - a for a, b in spans]))
