@@ -127,9 +127,13 @@ def find_layers(
     codes = dense(codes)
     fits = _fits(codes, min_layers, families, whole_pass)
     best = choose(fits)
-    if best is None and families is not None:  # no two layers alike by name: alike by family?
-        fits = _fits(dense(families), min_layers, None, whole_pass)
-        best = choose(fits)
+    if families is not None and (best is None or len(best.layers) <= min_layers):  # few or no layers alike by name
+        by_family = _fits(dense(families), min_layers, None, whole_pass)
+        other = choose(by_family)
+        if other is not None and (
+            best is None or (len(other.layers) > len(best.layers) and other.coverage >= NEAR_TIE * best.coverage)
+        ):
+            fits, best = by_family, other
     if best is None:
         return None
     best = _in_whole_phase(codes, fits, best) if whole_pass else best
