@@ -41,6 +41,8 @@ sys.path[:0] = [str(HERE), str(HERE.parent / "corpus")]
 import zoo  # noqa: E402
 from record import BATCH, CACHE, PREFILL_PROMPT, PROMPT  # noqa: E402 - sample_traces/corpus/record.py: same inputs
 
+BATCH = zoo.BATCH or BATCH
+
 MODES = ("decode", "prefill", "graph", "compiled")
 
 

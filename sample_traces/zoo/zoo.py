@@ -29,6 +29,10 @@ HIDDEN = 256 * SCALE
 VOCAB = 2048
 MIN_LAYERS = 8
 REPEATS = int(os.environ.get("ZOO_REPEATS", "4"))  # repeats of the longest unit of layer kinds per forward pass
+# ZOO_DTYPE (a torch dtype's name) and ZOO_BATCH (sequences per forward pass, record.py's BATCH otherwise) vary the
+# kernels further: another dtype and batch make cuBLAS and the attention backends pick other kernels.
+DTYPE = os.environ.get("ZOO_DTYPE", "bfloat16")
+BATCH = int(os.environ["ZOO_BATCH"]) if "ZOO_BATCH" in os.environ else None
 
 # Not decoder-only causal LMs: bidirectional encoders used as decoders, encoder-decoder decoders, audio/vision models,
 # models whose "causal LM" is another objective (permutation, LSH, byte-level patching).
@@ -301,7 +305,7 @@ def build(variant: Variant, device: str = "cpu", dtype=None):
     import transformers as tf
 
     torch.manual_seed(0)
-    dtype = dtype or torch.bfloat16
+    dtype = dtype or getattr(torch, DTYPE)
     cfg = probe(variant.arch, **variant.overrides)
     with _quiet(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
