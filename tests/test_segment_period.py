@@ -227,6 +227,41 @@ def test_a_unit_of_two_identical_layers_and_one_that_opens_otherwise_is_cut() ->
     assert period._repeated_opening_cuts(unit) == [22, 44]
 
 
+def test_a_layers_own_norm_and_projection_blocks_are_not_layers() -> None:
+    """Qwen3 at batch 1 in float16: the input norm, the q norm and the k norm each run before a GEMM of one kernel,
+    so the layer opens with three identical blocks and one longer block (attention and MLP) follows; the blocks
+    close with the GEMM the last block also runs inside it, not with the residual add that closes the layer."""
+    norm = ["cast", "pow", "mean", "add_eps", "rsqrt", "mul", "to_half", "mul_weight"]
+    block = [*norm, "gemm"]
+    rest = [*[f"a{i}" for i in range(9)], "gemm", "residual_add", *norm, "gemm", "silu", "gemm", "mul", "gemm"]
+    unit = codes_of(block * 3 + [*rest, "residual_add"])
+    assert period._repeated_opening_cuts(unit) is None
+    conv = [*norm, "conv", "conv_out", "residual_add", *norm, "gemm", "silu", "gemm", "residual_add"]
+    attention = [*norm, *[f"a{i}" for i in range(10)], "residual_add", *norm, "gemm", "silu", "gemm", "residual_add"]
+    assert period._repeated_opening_cuts(codes_of(conv * 2 + attention)) == [23, 46]  # layers: they close alike
+
+
+def test_a_unit_cutting_through_a_run_of_one_kernel_opens_no_layer() -> None:
+    """A unit found in a phase that starts inside an expert loop's run of one GEMM: its boundary context is that
+    kernel three times, which every kernel of the run matches; it marks no layer boundary (4,477 one-kernel layers
+    on Qwen3.5-MoE at batch 1 before)."""
+    unit = codes_of(["gemm"] * 3 + [f"k{i}" for i in range(40)] + ["gemm"] * 30)
+    assert period.boundary_cuts(unit) is None
+
+
+def test_dense_layers_found_half_a_layer_late_are_moved_to_whole_copies() -> None:
+    """Three identical dense layers (an attention half of 5 kernels, an MLP half of 7) before the MoE ones, found
+    as AX-K1's were at batch 1 (their MLP half opens as their attention half): an attention half, an MLP half and
+    the next attention half, then an MLP half and a whole layer. Moving each boundary to make a copy of another
+    such layer, until nothing moves, gives the three layers (one pass gives the last one only)."""
+    dense = [f"d{i}" for i in range(12)]
+    moe = [f"m{i}" for i in range(30)]
+    codes = codes_of(["embed", *dense * 3, *moe * 2, "head"])
+    spans = [(1, 6), (6, 18), (18, 37), (37, 67), (67, 97)]
+    found = period._whole_copies(codes, [period.LayerSpan(a, b, 1.0) for a, b in spans], 30)
+    assert [(s.start, s.end) for s in found] == [(1, 13), (13, 25), (25, 37), (37, 67), (67, 97)]
+
+
 def test_layers_compiled_one_by_one_are_their_graphs() -> None:
     """DeepSeek-V3 compiled per layer: a dense layer, two MoE layers of one compiled variant (Inductor runs a kernel
     before their norm), five of another. The fit's cuts in the first variant are 4 kernels late; each layer is one

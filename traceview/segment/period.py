@@ -854,11 +854,13 @@ def boundary_cuts(unit: np.ndarray, context: tuple[int, int, int] | None = None)
     - Otherwise the pieces are halves: from the unit's start, every second mark is a layer boundary (dense and
       MoE layers in turn, linear and full attention, sliding and full attention).
     An odd number of halves, or only two, is one layer. A `context` given is another unit's (a layer of another
-    length cut where the unit's layers meet)."""
+    length cut where the unit's layers meet). A layer's residual add is not its norm's first kernel: a unit whose
+    last kernel is its first starts inside a run of one kernel (an expert loop), not where a layer starts."""
     length = len(unit)
-    if length < 4:
+    context = context or _unit_context(unit)
+    if length < 4 or context[0] == context[1]:  # a unit that cuts through a run of one kernel opens no layer
         return None
-    marks = [int(j) for j in mixers.marks_of(unit, context or _unit_context(unit))]
+    marks = [int(j) for j in mixers.marks_of(unit, context)]
     if not marks:
         return None
     bounds = [0, *marks, length]
@@ -1013,7 +1015,10 @@ def _repeated_opening_cuts(unit: np.ndarray) -> list[int] | None:
     The block is the shortest prefix that repeats right after itself; it must hold at least MIN_BLOCK kernels, and
     the last block as many, and between half and three times a block. The last block need not open like the others:
     compiled layers of another kind open with other fused kernels (the input norm fused with what follows it, or a
-    kernel Inductor runs before the norm)."""
+    kernel Inductor runs before the norm). Blocks that close with a kernel the last block runs inside it, not at its
+    end, are a layer's own pieces, not layers (Qwen3's input norm, q norm and k norm, each before a GEMM that batch 1
+    in float16 runs with the kernel of the layer's other projections): layers close alike (their residual add), or,
+    compiled, each kind with a fused kernel of its own."""
     length = len(unit)
     for block in range(MIN_BLOCK, (length - MIN_BLOCK) // 2 + 1):
         if not np.array_equal(unit[:block], unit[block : 2 * block]):
@@ -1023,6 +1028,9 @@ def _repeated_opening_cuts(unit: np.ndarray) -> list[int] | None:
             unit[:block], unit[copies * block : (copies + 1) * block]
         ):
             copies += 1
+        closing, last = unit[block - 1], unit[copies * block :]
+        if closing != last[-1] and closing in last:
+            continue
         rest = length - copies * block
         return (
             [block * j for j in range(1, copies + 1)] if rest >= MIN_BLOCK and block / 2 <= rest <= 3 * block else None
@@ -1618,7 +1626,19 @@ def _unique_in_cycle(unit: np.ndarray, gram: np.ndarray) -> bool:
 def _whole_copies(codes: np.ndarray, spans: list[LayerSpan], unit: int) -> list[LayerSpan]:
     """Move the boundary between two touching layers later where that makes the first one, of another length than
     the unit (`unit` kernels), an exact copy of another such layer: the dense layers before the MoE ones, whose
-    first starts by its anchor, which can put it on the norm that ends the dense layer before (sandwich norms)."""
+    first starts by its anchor, which can put it on the norm that ends the dense layer before (sandwich norms).
+    Repeated until nothing moves: a copy made by one move is one the layers before it can be matched to (a run of
+    dense layers found each half a layer late, when their MLP half opens as their attention half does)."""
+    out = list(spans)
+    for _ in range(len(spans)):
+        moved = _copies_moved_once(codes, out, unit)
+        if moved == out:
+            break
+        out = moved
+    return out
+
+
+def _copies_moved_once(codes: np.ndarray, spans: list[LayerSpan], unit: int) -> list[LayerSpan]:
     contents = {codes[s.start : s.end].tobytes() for s in spans if s.end - s.start != unit}
     lengths = sorted({s.end - s.start for s in spans} - {unit})
     out = list(spans)
