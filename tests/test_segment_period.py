@@ -262,6 +262,35 @@ def test_dense_layers_found_half_a_layer_late_are_moved_to_whole_copies() -> Non
     assert [(s.start, s.end) for s in found] == [(1, 13), (13, 25), (25, 37), (37, 67), (67, 97)]
 
 
+def test_a_runs_last_compiled_moe_layer_ends_as_the_others_close() -> None:
+    """DeepSeek-V2 compiled per layer at batch 1: each MoE graph runs a GEMM per expert hit, so no two graphs are
+    alike kernel for kernel, and the run's end, found for the common unit, cut the last graph short of its last
+    experts (or ran it into the eager final norm). It ends after the last kernel that closes the other graphs and
+    runs nowhere else in them; an extern GEMM, which runs all through a layer and in the LM head, closes nothing."""
+
+    def graph(experts: int) -> list[str]:
+        return ["t_norm_0", "gemm", "t_attn_1", "gemm", "t_route_2", *["expert_gemm"] * experts, "t_combine_3"]
+
+    graphs = [graph(n) for n in (2, 4, 3, 5)]
+    codes = codes_of(["embed", *[k for g in graphs for k in g], "final_norm", "gemm"])
+    starts = np.cumsum([1, *[len(g) for g in graphs]]).tolist()
+    marks = set(starts[:-1])
+    spans = list(itertools.pairwise(starts))
+    for found_end in (starts[-1] - 3, starts[-1] + 1):
+        cut = [*spans[:-1], (starts[-2], found_end)]
+        assert period._ends_as_copies(codes, cut, marks)[-1] == (starts[-2], starts[-1])
+    extern = codes_of(["embed", *[k for g in graphs for k in [*g[:-1], "gemm"]], "final_norm", "gemm"])
+    assert period._ends_as_copies(extern, [*spans[:-1], (starts[-2], starts[-1] - 3)], marks)[-1][1] == starts[-1] - 3
+
+
+def test_a_graph_that_ends_just_before_the_next_graph_runs_to_it() -> None:
+    """The last graph of one run of layers found (a MoE layer after dense ones) ended 2 kernels before the next run's
+    first graph opens: inside a forward pass a graph runs until the next one opens."""
+    marks = np.array([10, 20, 32])
+    assert period._to_next_graph([(10, 20), (20, 30), (32, 40)], marks) == [(10, 20), (20, 32), (32, 40)]
+    assert period._to_next_graph([(10, 20), (20, 26), (32, 40)], marks) == [(10, 20), (20, 26), (32, 40)]
+
+
 def test_layers_compiled_one_by_one_are_their_graphs() -> None:
     """DeepSeek-V3 compiled per layer: a dense layer, two MoE layers of one compiled variant (Inductor runs a kernel
     before their norm), five of another. The fit's cuts in the first variant are 4 kernels late; each layer is one

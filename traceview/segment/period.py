@@ -530,8 +530,18 @@ def by_graphs(
             layers += _ends_as_copies(codes, list(itertools.pairwise([*opening, *inside, hi])), set(marks.tolist()))
     if not layers:
         return fit
-    layers = _without_glue_after(codes, layers)
+    layers = _without_glue_after(codes, _to_next_graph(layers, marks))
     return dataclasses.replace(fit if layers == spans else _fit_of(codes, layers, families), graphs=True)
+
+
+def _to_next_graph(graphs: list[tuple[int, int]], marks: np.ndarray) -> list[tuple[int, int]]:
+    """The graphs with one that ends at most GRAPH_REACH kernels before the next graph opens ended there: inside a
+    forward pass a graph runs until the next one opens (the run of layers found before it ended short of it)."""
+    opening = set(marks.tolist())
+    return [
+        (a, c if b < c <= b + GRAPH_REACH and c in opening else b)
+        for (a, b), (c, _) in itertools.pairwise([*graphs, (-1, -1)])
+    ]
 
 
 def _without_glue_after(codes: np.ndarray, graphs: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -597,14 +607,31 @@ def runs_of_spans(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
 def _ends_as_copies(codes: np.ndarray, spans: list[tuple[int, int]], marks: set[int]) -> list[tuple[int, int]]:
     """The graphs of one run with its last one ending as the longest earlier graph whose kernels it repeats exactly
     (the run's end was found for the common unit, and the last layer may be of another kind), then the graphs that
-    open right after it and repeat an earlier graph exactly (a last layer of another kind the run left out)."""
+    open right after it and repeat an earlier graph exactly (a last layer of another kind the run left out). When no
+    earlier graph repeats exactly (MoE layers whose expert loops run a GEMM per expert hit), the last one ends as the
+    others close (`_closed_as_others`)."""
     copies = {codes[a:b].tobytes() for a, b in spans[:-1]}
-    a, b = spans[-1]
-    spans = [*spans[:-1], (a, a + _longest_copy(codes, a, copies, b - a))]
+    a = spans[-1][0]
+    spans = [*spans[:-1], (a, a + (_longest_copy(codes, a, copies, 0) or _closed_as_others(codes, spans, marks)))]
     copies.add(codes[slice(*spans[-1])].tobytes())
     while spans[-1][1] in marks and (length := _longest_copy(codes, spans[-1][1], copies, 0)):
         spans.append((spans[-1][1], spans[-1][1] + length))
     return spans
+
+
+def _closed_as_others(codes: np.ndarray, spans: list[tuple[int, int]], marks: set[int]) -> int:
+    """Length of a run's last graph ended after the last kernel, before the next graph opens and within a quarter
+    more than the longest earlier graph, that closes earlier graphs and runs nowhere else in them (Inductor's last
+    fused kernel; not an extern GEMM, which runs all through a layer and in the LM head), or as found. Compiled
+    graphs close alike, and the run's end, found for the common unit, can cut the last one short of its last
+    experts or run it into the eager epilogue."""
+    a, b = spans[-1]
+    inner = {int(code) for start, end in spans[:-1] for code in codes[start : end - 1]}
+    closers = np.array(sorted({int(codes[end - 1]) for _, end in spans[:-1]} - inner), dtype=codes.dtype)
+    longest = max((end - start for start, end in spans[:-1]), default=0)
+    limit = min([len(codes), a + longest + longest // 4, *(m for m in marks if m > a)])
+    ends = np.flatnonzero(np.isin(codes[a + 1 : limit], closers))
+    return int(ends[-1]) + 2 if len(ends) else b - a
 
 
 def _longest_copy(codes: np.ndarray, start: int, copies: set[bytes], otherwise: int) -> int:
