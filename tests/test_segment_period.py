@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import re
 import time
 
 import numpy as np
@@ -283,12 +284,48 @@ def test_a_runs_last_compiled_moe_layer_ends_as_the_others_close() -> None:
     assert period._ends_as_copies(extern, [*spans[:-1], (starts[-2], starts[-1] - 3)], marks)[-1][1] == starts[-1] - 3
 
 
-def test_a_graph_that_ends_just_before_the_next_graph_runs_to_it() -> None:
+def test_a_graph_that_ends_before_the_next_graph_runs_to_it() -> None:
     """The last graph of one run of layers found (a MoE layer after dense ones) ended 2 kernels before the next run's
-    first graph opens: inside a forward pass a graph runs until the next one opens."""
-    marks = np.array([10, 20, 32])
+    first graph opens, and layers found as MoE layers' halves end mid-graph: inside a forward pass a graph runs until
+    the next one opens. A gap longer than the graph found before it is left (eager work between passes)."""
+    marks = np.array([10, 20, 32, 60])
     assert period._to_next_graph([(10, 20), (20, 30), (32, 40)], marks) == [(10, 20), (20, 32), (32, 40)]
-    assert period._to_next_graph([(10, 20), (20, 26), (32, 40)], marks) == [(10, 20), (20, 26), (32, 40)]
+    halves = [(10, 20), (20, 26), (32, 46), (60, 70)]
+    assert period._to_next_graph(halves, marks) == [(10, 20), (20, 32), (32, 60), (60, 70)]
+    assert period._to_next_graph([(10, 20), (20, 25), (32, 40)], marks) == [(10, 20), (20, 25), (32, 40)]
+
+
+def test_graphs_that_run_up_to_a_run_of_layers_found_are_layers() -> None:
+    """DeepSeek-V3 compiled per layer: the dense first layer's graph and a MoE layer's graph longer than the unit
+    (more experts hit) run before the first layer the unit found; both are layers, each no longer than two."""
+    marks = np.array([30, 51, 107, 159])
+    assert period._graph_before(marks, 107, 0, 54) == [30, 51]
+    assert period._graph_before(marks, 107, 40, 54) == [51]
+    assert period._graph_before(np.array([10, 107]), 107, 0, 40) == []
+
+
+def test_compiled_layers_of_many_lengths_are_their_graphs() -> None:
+    """No period need fit MoE layers compiled one by one whose expert loops run a GEMM per expert hit, each GEMM's
+    tile variant picked by the tokens its expert got (a dense first layer, then MoE layers of six lengths): each
+    compiled graph is a layer, the last ending as the others close; graphs that share no kernels are no layers."""
+    attention = ["t_norm_0", "gemm", *[f"attention_{i}" for i in range(12)], "gemm"]
+    layers = [[*attention, "t_mlp_2", "gemm", "t_add_3"]]
+    for experts in (2, 4, 3, 5, 1, 6, 2, 4):
+        layers.append([*attention, "t_route_2", *[f"gemm_{experts}_{i}" for i in range(experts)], "t_out_3"])
+    names = ["embed", *[k for layer in layers for k in layer], "final_norm", "gemm"]
+    codes = codes_of(names)
+    families = codes_of([re.sub(r"_\d+_\d+$", "", name) for name in names])  # a GEMM's tile variants: one family
+    starts = np.cumsum([1, *[len(layer) for layer in layers]]).tolist()
+    opens = np.zeros(len(codes), dtype=bool)
+    opens[starts[:-1]] = True
+    for fit in (
+        period.find_layers(codes, families=families, opens=opens, whole_pass=True),
+        period._graphs_alone(codes, opens, families, 8),
+    ):
+        assert fit is not None and fit.graphs
+        assert [(s.start, s.end) for s in fit.layers] == list(itertools.pairwise(starts))
+    unlike = codes_of(["embed", *[f"k{i}" for i in range(len(codes) - 3)], "final_norm", "gemm"])
+    assert period._graphs_alone(unlike, opens, unlike, 8) is None
 
 
 def test_layers_compiled_one_by_one_are_their_graphs() -> None:
@@ -341,8 +378,9 @@ def test_graphs_that_open_in_more_ways_than_a_unit_has_kinds_are_pieces_of_layer
 @pytest.mark.parametrize("pairs", [1, 3])
 def test_units_of_a_dense_and_a_moe_graph_found_out_of_phase_are_their_graphs(pairs: int) -> None:
     """GLM-4.5 with MoE every other layer compiled per layer: a unit of a dense and a MoE layer, found starting at
-    the MoE layer's router, holds two graph openings: the graphs are the layers, whatever the phase. A unit of more
-    graphs than MAX_NORMS (three such pairs: a whole forward pass, found over many) is not taken for layers."""
+    the MoE layer's router, holds two graph openings: the graphs are the layers, whatever the phase, the first dense
+    layer's and first MoE layer's graphs before the first unit found too. A unit of more graphs than MAX_NORMS
+    (three such pairs: a whole forward pass, found over many) is not taken for layers."""
     dense = ["norm", "qkv", *[f"d{i}" for i in range(10)]]
     moe = ["norm", "qkv", *[f"a{i}" for i in range(6)], "router", *[f"e{i}" for i in range(12)]]
     layers = [dense, moe] * 12
@@ -354,7 +392,7 @@ def test_units_of_a_dense_and_a_moe_graph_found_out_of_phase_are_their_graphs(pa
     unit = pairs * (len(dense) + len(moe))
     fit = period.PeriodFit(tuple(period.LayerSpan(a, b, 1.0) for a, b in itertools.pairwise(router)), unit, 0.9, 1.0)
     found = period.by_graphs(codes, fit, opens)
-    assert (found.graphs, found.layers[0].start) == ((True, starts[1]) if pairs == 1 else (False, router[0]))
+    assert (found.graphs, found.layers[0].start) == ((True, starts[0]) if pairs == 1 else (False, router[0]))
 
 
 @pytest.mark.parametrize("compiled", [True, False])

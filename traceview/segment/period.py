@@ -135,7 +135,7 @@ def find_layers(
         ):
             fits, best = by_family, other
     if best is None:
-        return None
+        return _graphs_alone(codes, opens, families, min_layers) if opens is not None and opens.any() else None
     best = _in_whole_phase(codes, fits, best) if whole_pass else best
     fit = split_alternating(codes, best, kinds)
     fit = with_edge_layers(codes, fit) if edges else fit
@@ -535,13 +535,33 @@ def by_graphs(
 
 
 def _to_next_graph(graphs: list[tuple[int, int]], marks: np.ndarray) -> list[tuple[int, int]]:
-    """The graphs with one that ends at most GRAPH_REACH kernels before the next graph opens ended there: inside a
-    forward pass a graph runs until the next one opens (the run of layers found before it ended short of it)."""
+    """The graphs with one that ends before the next graph opens, by no more kernels than it holds, ended there:
+    inside a forward pass a graph runs until the next one opens (the run of layers found before it ended short of
+    it, or the layers found were halves of MoE layers whose expert loops differ in length)."""
     opening = set(marks.tolist())
     return [
-        (a, c if b < c <= b + GRAPH_REACH and c in opening else b)
+        (a, c if b < c <= 2 * b - a and c in opening else b)
         for (a, b), (c, _) in itertools.pairwise([*graphs, (-1, -1)])
     ]
+
+
+def _graphs_alone(
+    codes: np.ndarray, opens: np.ndarray, families: np.ndarray | None, min_layers: int
+) -> PeriodFit | None:
+    """Layers compiled one by one when no period fits: MoE layers that run a GEMM per expert hit are of as many
+    lengths as the experts' counts, so no unit repeats. Each compiled graph is a layer, the last ending as the others
+    close (`_ends_as_copies`), when there are at least `min_layers` graphs, they are not pieces of layers (graph
+    breaks), and they cover most of the step (the rest is its eager prologue and epilogue) and share most of their
+    kernels by family (consecutive graphs at least SPLIT_ALIKE alike)."""
+    marks = np.flatnonzero(opens)
+    if len(marks) < min_layers:
+        return None
+    spans = _ends_as_copies(codes, list(itertools.pairwise([*marks.tolist(), len(codes)])), set(marks.tolist()))
+    if _pieces_of_layers(codes, spans, marks):
+        return None
+    fit = dataclasses.replace(_fit_of(codes, spans, families), graphs=True)
+    kin = codes if families is None else dense(families)
+    return fit if fit.coverage >= 1 - 1 / min_layers and alike(kin, fit.layers) >= SPLIT_ALIKE else None
 
 
 def _without_glue_after(codes: np.ndarray, graphs: list[tuple[int, int]]) -> list[tuple[int, int]]:
@@ -558,11 +578,17 @@ def _without_glue_after(codes: np.ndarray, graphs: list[tuple[int, int]]) -> lis
 
 
 def _graph_before(marks: np.ndarray, first: int, after: int, median: int) -> list[int]:
-    """The opening of the compiled graph that ends where a run of graph layers begins (at `first`), when it opens
-    after `after` (the run before) and is no longer than two `median` layers: a layer of another kind compiled on
-    its own (a dense first layer before MoE ones), which the run's unit left out; an eager prologue has no graph."""
-    before = marks[(marks < first) & (marks >= after)]
-    return [int(before[-1])] if len(before) and first - before[-1] <= 2 * median else []
+    """The openings of the compiled graphs that run, one after the other, up to where a run of graph layers begins
+    (at `first`), each opening after `after` (the run before) and no longer than two `median` layers: layers the
+    run's unit left out (a dense first layer compiled on its own, a MoE layer whose experts made it longer than the
+    unit); an eager prologue has no graph."""
+    before = marks[(marks < first) & (marks >= after)].tolist()
+    taken: list[int] = []
+    end = first
+    while before and end - before[-1] <= 2 * median:
+        end = before.pop()
+        taken.insert(0, int(end))
+    return taken
 
 
 def _pieces_of_layers(codes: np.ndarray, spans: list[tuple[int, int]], marks: np.ndarray) -> bool:
