@@ -811,10 +811,11 @@ def _structure_doubts(con: duckdb.DuckDBPyConnection) -> list[str]:
             SELECT rank, step, before, count(*) AS n, avg(known) AS known_share,
                    avg(known) FILTER (away <= (SELECT n FROM typical)) AS near_share
             FROM edge GROUP BY ALL
-        )
+        ),
+        beside AS (SELECT rank, step, sum(n) OVER (PARTITION BY rank, step) AS n_both FROM outside)
         SELECT count(DISTINCT (rank, step)) FILTER ((outside.n >= 0.5 * typical.n AND known_share >= $share)
                                                      OR (before AND outside.n >= typical.n AND near_share >= $near)),
-               count(DISTINCT (rank, step)) FILTER (outside.n >= $far * typical.n)
+               (SELECT count(DISTINCT (rank, step)) FROM beside, typical WHERE n_both >= $far * typical.n)
         FROM outside, typical
         """,
         {"share": period.ACCEPT_EDGE, "near": NEAR_EDGE_SHARE, "far": passes.FAR_LAYERS},
@@ -827,7 +828,7 @@ def _structure_doubts(con: duckdb.DuckDBPyConnection) -> list[str]:
         )
     if far:
         doubts.append(
-            f"in {far} step(s) the kernels before the first layer or after the last are {passes.FAR_LAYERS} layers' "
+            f"in {far} step(s) the kernels before the first layer and after the last are {passes.FAR_LAYERS} layers' "
             "worth or more: the layers found are likely a loop inside a layer (a per-token scan), not layers (give "
             "--layers N, or annotate the layers with traceview.capture)"
         )
