@@ -146,12 +146,12 @@ def test_compiled_layers_found_right_are_not_doubted(run: str) -> None:
 
 FOUR = {
     "qwen3_default_prefill": "a layer's own norm-and-projection blocks repeat",
-    "lfm2_default_prefill": "a layer's own norm-and-projection blocks repeat",
     "axk1_dense3_prefill": "dense layers found half a layer late",
     "qwen3_5_moe_text_default_decode": "a unit cutting through a run of one kernel",
     "granitemoehybrid_mamba3_attn1_decode": "a unit cutting through a run of one kernel",
     "deepseek_v3_dense1_compiled": "compiled MoE layers of many lengths",
     "glm4_moe_default_compiled": "compiled MoE layers of many lengths",
+    "deepseek_v3_dense3_compiled": "compiled MoE layers of many lengths read as a drafter's passes",
 }
 
 
@@ -159,8 +159,9 @@ FOUR = {
 def test_batch_one_float16_layers(run: str) -> None:
     """Fourth held-out recording (float16, batch 1): cuBLAS runs most projections with one GEMM kernel, so parts of a
     layer repeat by name. Qwen3's input norm, q norm and k norm each run before one GEMM: the unit opened with three
-    identical blocks, taken for three layers before a fourth of another kind (32 layers for 8, silent); blocks are
-    layers only when they close as the unit does (period._repeated_opening_cuts). AX-K1's three dense layers before
+    identical blocks, taken for three layers before a fourth of another kind (32 layers for 8, silent; LFM2 prefill
+    the same, not committed); blocks are layers only when they close as the unit does, or with a kernel of their
+    own (period._repeated_opening_cuts). AX-K1's three dense layers before
     the MoE ones open their MLP half as their attention half: found each half a layer late (277 kernels wrong,
     silent); boundaries are moved to make exact copies until nothing moves (period._whole_copies). Qwen3.5-MoE and
     Granite-MoE-Hybrid: a unit found in a phase that cuts through an expert loop's run of one GEMM had a boundary
@@ -170,7 +171,11 @@ def test_batch_one_float16_layers(run: str) -> None:
     no period fitted (no layers at all), in the other the dense graph and a longer MoE graph before the run found
     were left out (7 layers for 8). Each graph is a layer when no period fits (period._graphs_alone), every graph
     that runs up to a run found is taken (period._graph_before), a run's last graph ends as the others close.
-    Each exact, with no warning."""
+    DeepSeek-V3 with three dense layers compiled (first 2 steps): the unit found was the MoE layers' attention half,
+    so the pass's last graph was a run of its own and ended at that half; it ends as all the pass's graphs close
+    (and on the whole recording three of four steps were read as a drafter's six passes and a verify: the parts of
+    MoE layers between the halves differ, a drafter's glue does not - passes._whole_passes). Each exact, with no
+    warning."""
     labels, trace = next(case for case in zoo_accuracy.zoo_cases(HELD_FOUR) if case[0].stem == run)
     row = zoo_accuracy.check_zoo(labels, trace, hint=False)
     assert row.exact and not row.warnings, (FOUR[run], row)

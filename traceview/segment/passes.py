@@ -691,7 +691,7 @@ def step_drafts(codes: np.ndarray) -> np.ndarray | None:
     drafts = [r for r, c in zip(found.runs, found.counts, strict=True) if c < most]
     if len({c for c in found.counts if c < most}) > 1:  # a drafter's passes run the same layers each time
         return None
-    if not _whole_passes(found):
+    if not _whole_passes(codes, found):
         return None
     layer = (target[1] - target[0]) // most
     passes = list(itertools.chain.from_iterable(_draft_passes(codes, r, layer, cache) for r in drafts))
@@ -717,15 +717,23 @@ def _draft_of(codes: np.ndarray, target: tuple[int, int], passes: list[tuple[int
     return draft_of
 
 
-def _whole_passes(found: _Runs) -> bool:
+def _whole_passes(codes: np.ndarray, found: _Runs) -> bool:
     """Whether the step's runs of layers are whole forward passes: between two of them lie one's epilogue and the
     next one's prologue, at least MIN_GLUE kernels (a final norm, the LM head, the next embedding) and no layer of
-    MIN_BLOCK kernels or more (a dense layer between dense and MoE ones, left out of the runs for its length)."""
-    for (_, end), (start, _) in itertools.pairwise(found.runs):
+    MIN_BLOCK kernels or more (a dense layer between dense and MoE ones, left out of the runs for its length), and
+    between two passes of the drafter (of fewer layers than the most) the same kernels each time (its sampling and
+    embedding: not the rest of MoE layers found in part, whose expert loops differ)."""
+    most = max(found.counts)
+    drafter_glue = set()
+    for ((_, end), (start, _)), pair in zip(
+        itertools.pairwise(found.runs), itertools.pairwise(found.counts), strict=True
+    ):
         inside = any(end <= a and b <= start and b - a >= period.MIN_BLOCK for a, b in found.spans)
         if start - end < MIN_GLUE or inside:
             return False
-    return True
+        if max(pair) < most:
+            drafter_glue.add(codes[end:start].tobytes())
+    return len(drafter_glue) <= 1
 
 
 def _with_final_norm(codes: np.ndarray, run: tuple[int, int], last_start: int) -> tuple[int, int]:

@@ -530,7 +530,8 @@ def by_graphs(
             layers += _ends_as_copies(codes, list(itertools.pairwise([*opening, *inside, hi])), set(marks.tolist()))
     if not layers:
         return fit
-    layers = _without_glue_after(codes, _to_next_graph(layers, marks))
+    opening = set(marks.tolist())  # the pass's last graph ends as all the others close (its run may be one graph)
+    layers = _without_glue_after(codes, _ends_as_copies(codes, _to_next_graph(layers, marks), opening))
     return dataclasses.replace(fit if layers == spans else _fit_of(codes, layers, families), graphs=True)
 
 
