@@ -288,7 +288,7 @@ def test_a_graph_that_ends_before_the_next_graph_runs_to_it() -> None:
     """The last graph of one run of layers found (a MoE layer after dense ones) ended 2 kernels before the next run's
     first graph opens, and layers found as MoE layers' halves end mid-graph: inside a forward pass a graph runs until
     the next one opens. A gap longer than the graph found before it is left (eager work between passes)."""
-    marks = np.array([10, 20, 32, 60])
+    marks = {10, 20, 32, 60}
     assert period._to_next_graph([(10, 20), (20, 30), (32, 40)], marks) == [(10, 20), (20, 32), (32, 40)]
     halves = [(10, 20), (20, 26), (32, 46), (60, 70)]
     assert period._to_next_graph(halves, marks) == [(10, 20), (20, 32), (32, 60), (60, 70)]

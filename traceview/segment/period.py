@@ -508,9 +508,11 @@ def by_graphs(
     and may run a kernel of the layer before its norm) to the next graph's. Taken when most found layers start at
     most GRAPH_REACH kernels from a graph's first kernel: the layers and the graphs are in phase (in a model compiled
     whole, graphs hold many layers; cut at the attention, as vLLM does, they start mid-layer). The graphs are taken
-    within each run of found layers, with the graph that ends where the run begins (`_graph_before`); the last of a
-    run ends where the found run ends, or where an earlier graph of the same kernels does, and graphs right after it
-    that repeat an earlier one are layers too. With `force`, the graphs are taken whatever the phase (the caller
+    within each run of found layers, with the graphs that run up to where the run begins (`_graph_before`); the last
+    of a run ends where the found run ends, or where an earlier graph of the same kernels does, or as the others
+    close, and graphs right after it that repeat an earlier one are layers too; a graph runs to the next one's
+    opening when it ends a little before it (`_to_next_graph`), and the pass's last graph ends as all the pass's
+    graphs close. With `force`, the graphs are taken whatever the phase (the caller
     knows the run's layers are its graphs). So are they where the found layers are units of a few graphs of several
     kinds (`_graphs_of_kinds`), whatever their phase."""
     spans = _bounds(fit.layers)
@@ -522,26 +524,25 @@ def by_graphs(
         return fit
     layers: list[tuple[int, int]] = []
     median = int(np.median([b - a for a, b in spans]))
+    openings = set(marks.tolist())
     for lo, hi in runs_of_spans(spans):
         taken = layers[-1][1] if layers else 0  # graphs after a run may have reached into this one
         inside = marks[(marks >= max(lo - GRAPH_REACH, taken)) & (marks < hi)].tolist()
         if inside and hi > taken:
-            opening = _graph_before(marks, inside[0], taken, median)
-            layers += _ends_as_copies(codes, list(itertools.pairwise([*opening, *inside, hi])), set(marks.tolist()))
+            before = _graph_before(marks, inside[0], taken, median)
+            layers += _ends_as_copies(codes, list(itertools.pairwise([*before, *inside, hi])), openings)
     if not layers:
         return fit
-    opening = set(marks.tolist())  # the pass's last graph ends as all the others close (its run may be one graph)
-    layers = _without_glue_after(codes, _ends_as_copies(codes, _to_next_graph(layers, marks), opening))
+    layers = _without_glue_after(codes, _ends_as_copies(codes, _to_next_graph(layers, openings), openings))
     return dataclasses.replace(fit if layers == spans else _fit_of(codes, layers, families), graphs=True)
 
 
-def _to_next_graph(graphs: list[tuple[int, int]], marks: np.ndarray) -> list[tuple[int, int]]:
+def _to_next_graph(graphs: list[tuple[int, int]], openings: set[int]) -> list[tuple[int, int]]:
     """The graphs with one that ends before the next graph opens, by no more kernels than it holds, ended there:
     inside a forward pass a graph runs until the next one opens (the run of layers found before it ended short of
     it, or the layers found were halves of MoE layers whose expert loops differ in length)."""
-    opening = set(marks.tolist())
     return [
-        (a, c if b < c <= 2 * b - a and c in opening else b)
+        (a, c if b < c <= 2 * b - a and c in openings else b)
         for (a, b), (c, _) in itertools.pairwise([*graphs, (-1, -1)])
     ]
 

@@ -812,10 +812,10 @@ def _structure_doubts(con: duckdb.DuckDBPyConnection) -> list[str]:
                    avg(known) FILTER (away <= (SELECT n FROM typical)) AS near_share
             FROM edge GROUP BY ALL
         ),
-        beside AS (SELECT rank, step, sum(n) OVER (PARTITION BY rank, step) AS n_both FROM outside)
+        beside AS (SELECT rank, step, sum(n) AS n FROM outside GROUP BY ALL)  -- both sides of the layers
         SELECT count(DISTINCT (rank, step)) FILTER ((outside.n >= 0.5 * typical.n AND known_share >= $share)
                                                      OR (before AND outside.n >= typical.n AND near_share >= $near)),
-               (SELECT count(DISTINCT (rank, step)) FROM beside, typical WHERE n_both >= $far * typical.n)
+               (SELECT count(*) FROM beside, typical WHERE beside.n >= $far * typical.n)
         FROM outside, typical
         """,
         {"share": period.ACCEPT_EDGE, "near": NEAR_EDGE_SHARE, "far": passes.FAR_LAYERS},
