@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import sys
+import threading
 from pathlib import Path
 
 import duckdb
@@ -255,4 +256,29 @@ def test_an_uncompressed_file_moved_by_byte_ranges_gives_the_rows_of_the_careful
     assert len(moved) > 20, "the file went through byte ranges"
     ranges = sorted(moved)
     assert all(a < b <= next_a for (a, b), (next_a, _) in itertools.pairwise(ranges))  # each byte moved once
+    assert _rows(fast) == _rows(careful)
+
+
+def test_a_pipe_writer_out_of_memory_fails_the_stream_without_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Under `ulimit -v` near what ingest needs, a writer thread's allocation failed and the thread printed its
+    traceback before the one error line (CI, 2026-12-07). Its MemoryError now fails the stream as a failed write
+    does: the careful read runs instead (here it has memory: the same rows), and nothing else reaches stderr."""
+    from traceview.ingest import jsonstream
+
+    trace = SAMPLES / "eager.pt.trace.json.gz"
+    careful = tmp_path / "careful.db"
+    traceview.ingest([trace], careful, IngestOptions(careful=frozenset([trace])))
+    write = jsonstream._write_all
+
+    def failing(fd: int, data: bytes) -> None:
+        if threading.current_thread().name == "traceview-pipe-0":
+            raise MemoryError
+        write(fd, data)
+
+    monkeypatch.setattr(jsonstream, "_write_all", failing)
+    fast = tmp_path / "fast.db"
+    traceview.ingest([trace], fast)
+    assert "Exception in thread" not in capfd.readouterr().err
     assert _rows(fast) == _rows(careful)

@@ -460,8 +460,8 @@ class EventPipes:
             ended = True
             if not self._cancel.is_set():
                 _write_all(fd, b"]\n")
-        except OSError as error:
-            self._writer_errors.append(error)
+        except (OSError, MemoryError) as error:  # out of memory in this thread (a tight ulimit -v) fails the stream
+            self._writer_errors.append(error)  # as a failed write does, never a thread's traceback on stderr
             self._cancel.set()
             while not ended and q.get() is not None:  # drain so that the producer never waits on this pipe (when
                 pass  # the closing "]" failed, the end marker is already taken: waiting for another would hang)
