@@ -284,6 +284,30 @@ def test_a_runs_last_compiled_moe_layer_ends_as_the_others_close() -> None:
     assert period._ends_as_copies(extern, [*spans[:-1], (starts[-2], starts[-1] - 3)], marks)[-1][1] == starts[-1] - 3
 
 
+def test_a_runs_last_compiled_graph_ends_after_its_last_inductor_kernel() -> None:
+    """Cohere 2 MoE compiled per layer at batch 1: three sliding-attention MoE layers to one full-attention one, no
+    two graphs alike kernel for kernel (a GEMM per expert hit). The last graph, a full-attention one, closes with a
+    fused kernel the sliding graphs run inside them, so no closing kernel tells its end, and the run's end, found for
+    the common unit, ran it one eager kernel into the final norm or cut its last kernel off. Every earlier graph
+    ends with a kernel Inductor numbers: the last one ends after its own last such kernel."""
+
+    def graph(experts: int, full: bool) -> list[str]:
+        closing = ["t_softmax_5"] if full else ["t_softmax_5", "t_cat_6"]
+        return ["t_norm_0", "gemm", "t_attn_1", "t_route_2", *["expert_gemm"] * experts, *closing]
+
+    kinds = [False, False, False, True] * 2
+    graphs = [graph(n, full) for n, full in zip((2, 4, 3, 5, 1, 3, 2, 4), kinds, strict=True)]
+    names = ["embed", *[k for g in graphs for k in g], "copy", "mean", "rsqrt", "mul", "gemm"]
+    codes = codes_of([name.rsplit("_", 1)[0] if name.startswith("t_") else name for name in names])
+    numbered = np.array([name.startswith("t_") for name in names])
+    starts = np.cumsum([1, *[len(g) for g in graphs]]).tolist()
+    spans = list(itertools.pairwise(starts))
+    for found_end in (starts[-1] - 1, starts[-1] + 1):
+        cut = [*spans[:-1], (starts[-2], found_end)]
+        assert period._ends_as_copies(codes, cut, set(starts[:-1]))[-1][1] == found_end  # the closers tell nothing
+        assert period._ends_as_copies(codes, cut, set(starts[:-1]), numbered)[-1] == (starts[-2], starts[-1])
+
+
 def test_a_graph_that_ends_before_the_next_graph_runs_to_it() -> None:
     """The last graph of one run of layers found (a MoE layer after dense ones) ended 2 kernels before the next run's
     first graph opens, and layers found as MoE layers' halves end mid-graph: inside a forward pass a graph runs until

@@ -110,6 +110,7 @@ def find_layers(
     opens: np.ndarray | None = None,
     graphs: bool = False,
     whole_pass: bool = False,
+    numbered: np.ndarray | None = None,
 ) -> PeriodFit | None:
     """The best layer segmentation of `codes`, or None when nothing repeats at least `min_layers` times.
     `families` (one id per kernel, segment/family.py) tells which different kernels are variants of one operation:
@@ -119,7 +120,8 @@ def find_layers(
     number of layers of a forward pass the user gave (`toward_count`). With `halves`, the layers of every forward pass
     are found again from where their mixers open (`by_mixers`) when that gives an unambiguous answer. `opens` (one
     flag per kernel) marks the first kernel of each compiled graph: layers compiled one by one are those graphs
-    (`by_graphs`; with `graphs`, whatever the phase of the layers found: another step's were the graphs). With
+    (`by_graphs`; with `graphs`, whatever the phase of the layers found: another step's were the graphs);
+    `numbered` (one flag per kernel) marks the kernels Inductor numbers, which tell where a graph ends. With
     `whole_pass`, `codes` is one step, which ends with its forward pass's final norm and LM head (`_ends_in_part`)."""
     codes = np.ascontiguousarray(codes, dtype=np.int64)
     if len(codes) < 2 * min_layers:
@@ -134,13 +136,15 @@ def find_layers(
             best is None or (len(other.layers) > len(best.layers) and other.coverage >= NEAR_TIE * best.coverage)
         ):
             fits, best = by_family, other
+    if best is None and opens is not None and opens.any():
+        return _graphs_alone(codes, opens, families, min_layers, numbered)
     if best is None:
-        return _graphs_alone(codes, opens, families, min_layers) if opens is not None and opens.any() else None
+        return None
     best = _in_whole_phase(codes, fits, best) if whole_pass else best
     fit = split_alternating(codes, best, kinds)
     fit = with_edge_layers(codes, fit) if edges else fit
     fit = by_mixers(codes, fit) if kinds and edges and halves else fit
-    fit = by_graphs(codes, fit, opens, graphs, families) if opens is not None and opens.any() else fit
+    fit = by_graphs(codes, fit, opens, graphs, families, numbered) if opens is not None and opens.any() else fit
     return toward_count(codes, fit, expected) if expected else fit
 
 
@@ -501,7 +505,12 @@ def _extern_opening(numbers: np.ndarray, zeros: np.ndarray) -> int:
 
 
 def by_graphs(
-    codes: np.ndarray, fit: PeriodFit, opens: np.ndarray, force: bool = False, families: np.ndarray | None = None
+    codes: np.ndarray,
+    fit: PeriodFit,
+    opens: np.ndarray,
+    force: bool = False,
+    families: np.ndarray | None = None,
+    numbered: np.ndarray | None = None,
 ) -> PeriodFit:
     """Layers compiled one by one (regional compilation: `torch.compile` on each decoder layer): every layer is one
     compiled graph, whatever its kind, from its graph's first kernel (Inductor numbers a graph's kernels from 0,
@@ -514,7 +523,7 @@ def by_graphs(
     opening when it ends a little before it (`_to_next_graph`), and the pass's last graph ends as all the pass's
     graphs close. With `force`, the graphs are taken whatever the phase (the caller
     knows the run's layers are its graphs). So are they where the found layers are units of a few graphs of several
-    kinds (`_graphs_of_kinds`), whatever their phase."""
+    kinds (`_graphs_of_kinds`), whatever their phase. `numbered`: find_layers'."""
     spans = _bounds(fit.layers)
     marks = np.flatnonzero(opens)
     if _pieces_of_layers(codes, spans, marks):
@@ -530,10 +539,11 @@ def by_graphs(
         inside = marks[(marks >= max(lo - GRAPH_REACH, taken)) & (marks < hi)].tolist()
         if inside and hi > taken:
             before = _graph_before(marks, inside[0], taken, median)
-            layers += _ends_as_copies(codes, list(itertools.pairwise([*before, *inside, hi])), openings)
+            layers += _ends_as_copies(codes, list(itertools.pairwise([*before, *inside, hi])), openings, numbered)
     if not layers:
         return fit
-    layers = _without_glue_after(codes, _ends_as_copies(codes, _to_next_graph(layers, openings), openings))
+    layers = _ends_as_copies(codes, _to_next_graph(layers, openings), openings, numbered)
+    layers = _without_glue_after(codes, layers)
     return dataclasses.replace(fit if layers == spans else _fit_of(codes, layers, families), graphs=True)
 
 
@@ -548,7 +558,11 @@ def _to_next_graph(graphs: list[tuple[int, int]], openings: set[int]) -> list[tu
 
 
 def _graphs_alone(
-    codes: np.ndarray, opens: np.ndarray, families: np.ndarray | None, min_layers: int
+    codes: np.ndarray,
+    opens: np.ndarray,
+    families: np.ndarray | None,
+    min_layers: int,
+    numbered: np.ndarray | None = None,
 ) -> PeriodFit | None:
     """Layers compiled one by one when no period fits: MoE layers that run a GEMM per expert hit are of as many
     lengths as the experts' counts, so no unit repeats. Each compiled graph is a layer, the last ending as the others
@@ -558,7 +572,8 @@ def _graphs_alone(
     marks = np.flatnonzero(opens)
     if len(marks) < min_layers:
         return None
-    spans = _ends_as_copies(codes, list(itertools.pairwise([*marks.tolist(), len(codes)])), set(marks.tolist()))
+    graphs = list(itertools.pairwise([*marks.tolist(), len(codes)]))
+    spans = _ends_as_copies(codes, graphs, set(marks.tolist()), numbered)
     if _pieces_of_layers(codes, spans, marks):
         return None
     fit = dataclasses.replace(_fit_of(codes, spans, families), graphs=True)
@@ -632,7 +647,9 @@ def runs_of_spans(spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return [(a, b) for a, b in runs]
 
 
-def _ends_as_copies(codes: np.ndarray, spans: list[tuple[int, int]], marks: set[int]) -> list[tuple[int, int]]:
+def _ends_as_copies(
+    codes: np.ndarray, spans: list[tuple[int, int]], marks: set[int], numbered: np.ndarray | None = None
+) -> list[tuple[int, int]]:
     """The graphs of one run with its last one ending as the longest earlier graph whose kernels it repeats exactly
     (the run's end was found for the common unit, and the last layer may be of another kind), then the graphs that
     open right after it and repeat an earlier graph exactly (a last layer of another kind the run left out). When no
@@ -640,25 +657,32 @@ def _ends_as_copies(codes: np.ndarray, spans: list[tuple[int, int]], marks: set[
     others close (`_closed_as_others`)."""
     copies = {codes[a:b].tobytes() for a, b in spans[:-1]}
     a = spans[-1][0]
-    spans = [*spans[:-1], (a, a + (_longest_copy(codes, a, copies, 0) or _closed_as_others(codes, spans, marks)))]
+    length = _longest_copy(codes, a, copies, 0) or _closed_as_others(codes, spans, marks, numbered)
+    spans = [*spans[:-1], (a, a + length)]
     copies.add(codes[slice(*spans[-1])].tobytes())
     while spans[-1][1] in marks and (length := _longest_copy(codes, spans[-1][1], copies, 0)):
         spans.append((spans[-1][1], spans[-1][1] + length))
     return spans
 
 
-def _closed_as_others(codes: np.ndarray, spans: list[tuple[int, int]], marks: set[int]) -> int:
-    """Length of a run's last graph ended after the last kernel, before the next graph opens and within a quarter
-    more than the longest earlier graph, that closes earlier graphs and runs nowhere else in them (Inductor's last
-    fused kernel; not an extern GEMM, which runs all through a layer and in the LM head), or as found. Compiled
-    graphs close alike, and the run's end, found for the common unit, can cut the last one short of its last
-    experts or run it into the eager epilogue."""
+def _closed_as_others(
+    codes: np.ndarray, spans: list[tuple[int, int]], marks: set[int], numbered: np.ndarray | None
+) -> int:
+    """Length of a run's last graph ended before the next graph opens: after its last kernel that Inductor numbers
+    (`numbered`), when every earlier graph ends with one (a numbered kernel is its graph's, and what follows the last
+    one is the eager epilogue's); else within a quarter more than the longest earlier graph, after the last kernel
+    that closes earlier graphs and runs nowhere else in them (Inductor's last fused kernel; not an extern GEMM, which
+    runs all through a layer and in the LM head); else as found. Compiled graphs close alike, and the run's end,
+    found for the common unit, can cut the last one short of its last experts or run it into the eager epilogue."""
     a, b = spans[-1]
-    inner = {int(code) for start, end in spans[:-1] for code in codes[start : end - 1]}
-    closers = np.array(sorted({int(codes[end - 1]) for _, end in spans[:-1]} - inner), dtype=codes.dtype)
-    longest = max((end - start for start, end in spans[:-1]), default=0)
-    limit = min([len(codes), a + longest + longest // 4, *(m for m in marks if m > a)])
-    ends = np.flatnonzero(np.isin(codes[a + 1 : limit], closers))
+    following = min([len(codes), *(m for m in marks if m > a)])
+    if numbered is not None and len(spans) > 1 and all(numbered[end - 1] for _, end in spans[:-1]):
+        ends = np.flatnonzero(numbered[a + 1 : following])
+    else:
+        longest = max(end - start for start, end in spans[:-1]) if len(spans) > 1 else 0
+        inner = {int(code) for start, end in spans[:-1] for code in codes[start : end - 1]}
+        closers = np.array(sorted({int(codes[end - 1]) for _, end in spans[:-1]} - inner), dtype=codes.dtype)
+        ends = np.flatnonzero(np.isin(codes[a + 1 : min(following, a + longest + longest // 4)], closers))
     return int(ends[-1]) + 2 if len(ends) else b - a
 
 

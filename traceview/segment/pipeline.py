@@ -382,10 +382,17 @@ def _solve_steps(
     layer = np.full(len(ids), -1, dtype=np.int64)
     confidence = np.zeros(len(ids))
     steps = [(lo, hi, period.graph_openings(numbers[lo:hi])) for lo, hi in itertools.pairwise(edges)]
+    numbered = numbers >= 0
 
     def solve(lo: int, hi: int, opens: np.ndarray, graphs: bool) -> period.PeriodFit | None:
         fit = period.find_layers(
-            codes[lo:hi], families=family_ids[lo:hi], expected=expected, opens=opens, graphs=graphs, whole_pass=True
+            codes[lo:hi],
+            families=family_ids[lo:hi],
+            expected=expected,
+            opens=opens,
+            graphs=graphs,
+            whole_pass=True,
+            numbered=numbered[lo:hi],
         )
         normed = fit if fit is None or fit.graphs else period.at_norms(codes[lo:hi], fit, norms.openings(codes[lo:hi]))
         # layers moved to their norms: a unit of several kinds found out of phase now splits where its layers meet
@@ -398,7 +405,10 @@ def _solve_steps(
         return period.verify_pass(codes[lo:hi], fit, spec.MIN_VERIFY_LAYERS) if verify[lo] else fit
 
     cache: dict[bytes, period.PeriodFit | None] = {}
-    keys = [codes[lo:hi].tobytes() + opens.tobytes() + bytes(verify[lo : lo + 1]) for lo, hi, opens in steps]
+    keys = [
+        codes[lo:hi].tobytes() + opens.tobytes() + numbered[lo:hi].tobytes() + bytes(verify[lo : lo + 1])
+        for lo, hi, opens in steps
+    ]
     for key, (lo, hi, opens) in zip(keys, steps, strict=True):
         if key not in cache:
             cache[key] = solve(lo, hi, opens, graphs=False)
