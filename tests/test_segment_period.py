@@ -352,6 +352,32 @@ def test_compiled_layers_of_many_lengths_are_their_graphs() -> None:
     assert period._graphs_alone(unlike, opens, unlike, 8) is None
 
 
+def test_forward_passes_found_as_the_unit_of_compiled_layers_are_their_graphs() -> None:
+    """AX-K1 compiled per layer at batch 1, no step annotation: MoE layers of many lengths repeat no unit, but whole
+    forward passes nearly do, so the unit found over the trace was a pass (four "layers" of eight graphs each, one
+    step). A unit that holds more graphs than a unit of layers of a few kinds is a pass: each graph is a layer,
+    ended after its last kernel Inductor numbers, and the eager glue between passes (final norm, LM head, sampling,
+    the next embedding) parts the passes."""
+    attention = ["t_norm_0", "gemm", *[f"t_attention_{i}" for i in range(1, 6)], "gemm"]
+    dense = [*attention, "t_mlp_6", "gemm", "t_add_7"]
+    glue = ["norm_mean", "norm_rsqrt", "head_gemm", "argmax", "cat", "embed"]
+    names, starts = ["embed"], []
+    for experts in ((2, 4, 3, 5, 1, 6, 2), (3, 1, 4, 2, 5, 2, 3), (4, 2, 2, 6, 1, 3, 5), (1, 5, 3, 2, 4, 4, 2)):
+        for layer in [dense, *[[*attention, "t_route_6", *["expert_gemm"] * n, "t_out_7"] for n in experts]]:
+            starts.append((len(names), len(names) + len(layer)))
+            names += layer
+        names += glue
+    codes = codes_of([name.rsplit("_", 1)[0] if name.startswith("t_") else name for name in names])
+    numbered = np.array([name.startswith("t_") for name in names])
+    opens = np.zeros(len(codes), dtype=bool)
+    opens[[a for a, _ in starts]] = True
+    assert period._passes_of_graphs([(1, 9 * 8), (9 * 8, 18 * 8)], np.flatnonzero(opens))
+    assert not period._passes_of_graphs(starts, np.flatnonzero(opens))
+    fit = period.find_layers(codes, opens=opens, numbered=numbered)
+    assert fit is not None and fit.graphs and [(s.start, s.end) for s in fit.layers] == starts
+    assert len(period.runs_of_spans(starts)) == 4
+
+
 def test_layers_compiled_one_by_one_are_their_graphs() -> None:
     """DeepSeek-V3 compiled per layer: a dense layer, two MoE layers of one compiled variant (Inductor runs a kernel
     before their norm), five of another. The fit's cuts in the first variant are 4 kernels late; each layer is one

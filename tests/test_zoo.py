@@ -153,6 +153,7 @@ FOUR = {
     "glm4_moe_default_compiled": "compiled MoE layers of many lengths",
     "deepseek_v3_dense3_compiled": "compiled MoE layers of many lengths read as a drafter's passes",
     "cohere2_moe_default_compiled": "a last compiled graph closing with a kernel other graphs run inside them",
+    "axk1_default_compiled": "whole forward passes of compiled layers found as the unit",
 }
 
 
@@ -178,7 +179,11 @@ def test_batch_one_float16_layers(run: str) -> None:
     MoE layers between the halves differ, a drafter's glue does not - passes._whole_passes). Cohere 2 MoE compiled
     (first 2 steps): its last layer, a full-attention graph, closes with a fused kernel the sliding-attention graphs
     run inside them, so it ended one eager kernel late (silent); a run's last graph ends after its last kernel that
-    Inductor numbers when every other graph ends with one. Each exact, with no warning."""
+    Inductor numbers when every other graph ends with one. AX-K1 compiled (4 steps, no step annotation): its MoE
+    layers repeat no unit, whole forward passes nearly do, so the trace was read as one step of four one-pass
+    "layers" (warned); a unit holding more graphs than a unit of layers of a few kinds is a pass of graphs, each
+    graph a layer ended after its last numbered kernel, and the eager glue parts the passes. Each exact, with no
+    warning."""
     labels, trace = next(case for case in zoo_accuracy.zoo_cases(HELD_FOUR) if case[0].stem == run)
     row = zoo_accuracy.check_zoo(labels, trace, hint=False)
     assert row.exact and not row.warnings, (FOUR[run], row)

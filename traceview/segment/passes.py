@@ -70,7 +70,8 @@ def find_passes(
     n = len(codes)
     idle = _idle(start_ns, end_ns)
     opens = period.graph_openings(numbers) if numbers is not None else None
-    found = _by_graphs(codes, opens) or _runs(codes, {}, restarts=_restarts(replay, graph), opens=opens)
+    numbered = numbers >= 0 if numbers is not None else None
+    found = _by_graphs(codes, opens, numbered) or _runs(codes, {}, restarts=_restarts(replay, graph), opens=opens)
     if not found.runs:
         return Passes(np.zeros(n, dtype=np.int64), 1 if n else 0, 0, "whole")
     found = _replays_as_passes(codes, found, replay) or found
@@ -306,11 +307,11 @@ class _Runs:
     by_glue: bool = False  # a drafter's passes and a target's told apart by their glue (_spec_passes)
 
 
-def _by_graphs(codes: np.ndarray, opens: np.ndarray | None) -> _Runs | None:
+def _by_graphs(codes: np.ndarray, opens: np.ndarray | None, numbered: np.ndarray | None) -> _Runs | None:
     """The forward passes of a model compiled layer by layer: the runs of back-to-back compiled graphs, when the
     layers found over the whole sequence are its graphs (period.by_graphs; the first call of a compiled layer may
     run another variant, whose kernels end the layers elsewhere than a later call's do); else None."""
-    fit = period.find_layers(codes, opens=opens) if opens is not None and opens.any() else None
+    fit = period.find_layers(codes, opens=opens, numbered=numbered) if opens is not None and opens.any() else None
     if fit is None or not fit.graphs:
         return None
     spans = [(s.start, s.end) for s in fit.layers]

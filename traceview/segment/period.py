@@ -140,6 +140,8 @@ def find_layers(
         return _graphs_alone(codes, opens, families, min_layers, numbered)
     if best is None:
         return None
+    if opens is not None and _passes_of_graphs(_bounds(best.layers), np.flatnonzero(opens)):
+        best = _graphs_alone(codes, opens, families, min_layers, numbered) or best
     best = _in_whole_phase(codes, fits, best) if whole_pass else best
     fit = split_alternating(codes, best, kinds)
     fit = with_edge_layers(codes, fit) if edges else fit
@@ -542,7 +544,7 @@ def by_graphs(
             layers += _ends_as_copies(codes, list(itertools.pairwise([*before, *inside, hi])), openings, numbered)
     if not layers:
         return fit
-    layers = _ends_as_copies(codes, _to_next_graph(layers, openings), openings, numbered)
+    layers = _ends_as_copies(codes, _ended_at_numbered(_to_next_graph(layers, openings), numbered), openings, numbered)
     layers = _without_glue_after(codes, layers)
     return dataclasses.replace(fit if layers == spans else _fit_of(codes, layers, families), graphs=True)
 
@@ -572,13 +574,36 @@ def _graphs_alone(
     marks = np.flatnonzero(opens)
     if len(marks) < min_layers:
         return None
-    graphs = list(itertools.pairwise([*marks.tolist(), len(codes)]))
+    graphs = _ended_at_numbered(list(itertools.pairwise([*marks.tolist(), len(codes)])), numbered)
     spans = _ends_as_copies(codes, graphs, set(marks.tolist()), numbered)
     if _pieces_of_layers(codes, spans, marks):
         return None
     fit = dataclasses.replace(_fit_of(codes, spans, families), graphs=True)
     kin = codes if families is None else dense(families)
     return fit if fit.coverage >= 1 - 1 / min_layers and alike(kin, fit.layers) >= SPLIT_ALIKE else None
+
+
+def _ended_at_numbered(spans: list[tuple[int, int]], numbered: np.ndarray | None) -> list[tuple[int, int]]:
+    """The compiled graphs `spans` with each that runs more than GRAPH_REACH kernels past its last kernel that
+    Inductor numbers (`numbered`) ended after that kernel, when most graphs (NORM_SHARE) that another graph follows
+    right away end with such a kernel: so many kernels after it are eager glue (a forward pass's final norm, LM
+    head and sampling, the next pass's embedding), where a graph's own extern kernels after its last numbered one
+    are a GEMM or two (a down projection that adds the residual)."""
+    followed = np.array([b for (_, b), (c, _) in itertools.pairwise(spans) if b == c], dtype=np.int64)
+    if numbered is None or not len(followed) or numbered[followed - 1].mean() < NORM_SHARE:
+        return spans
+    last = np.flatnonzero(numbered)
+    before = np.searchsorted(last, [b for _, b in spans]) - 1  # the last numbered kernel before each graph's end
+    ends = np.where(before >= 0, last[np.maximum(before, 0)] + 1, 0)
+    return [(a, int(end) if a < end < b - GRAPH_REACH else b) for (a, b), end in zip(spans, ends, strict=True)]
+
+
+def _passes_of_graphs(spans: list[tuple[int, int]], marks: np.ndarray) -> bool:
+    """Whether most found layers (NORM_SHARE) hold more compiled graphs (openings `marks`) than a unit of layers of a
+    few kinds does (MAX_GRAPH_KINDS): the unit found is a forward pass of layers compiled one by one (MoE layers of
+    many lengths, which no unit of layers repeats)."""
+    held = np.searchsorted(marks, [b for _, b in spans]) - np.searchsorted(marks, [a for a, _ in spans])
+    return len(spans) > 0 and float((held > MAX_GRAPH_KINDS).mean()) >= NORM_SHARE
 
 
 def _without_glue_after(codes: np.ndarray, graphs: list[tuple[int, int]]) -> list[tuple[int, int]]:
