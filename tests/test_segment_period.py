@@ -263,6 +263,38 @@ def test_dense_layers_found_half_a_layer_late_are_moved_to_whole_copies() -> Non
     assert [(s.start, s.end) for s in found] == [(1, 13), (13, 25), (25, 37), (37, 67), (67, 97)]
 
 
+def test_the_last_layer_closes_with_the_block_the_others_close_with() -> None:
+    """AX-K1 decode in float16 at batch 1: three dense layers, then MoE layers that close with a norm and a residual
+    add after their experts' add; the unit left that block between the layers (each layer runs up to the next one),
+    and the last layer ended at the experts' add, the block taken for the final norm (which has no residual add
+    after it). The last layer runs on to the end of the block most layers close with; dense layers and a pass
+    whose final norm follows a whole layer are left as they are."""
+    norm = ["copy", "pow", "mean", "add_eps", "rsqrt", "mul", "cast", "mul_w"]
+    attention = [*norm, "qkv", "rope", "attention", "o_proj", "add"]
+    dense = [*attention, *norm, "gate_up", "silu", "down", "add"]
+
+    def moe(experts: int) -> list[str]:
+        return [*attention, *norm, "router", "topk", *["expert"] * experts, "combine", "add_experts"]
+
+    layers = [dense] * 3 + [moe(n) for n in (2, 4, 3, 5, 1, 3)]
+    names = ["embed"]
+    spans = []
+    for layer in layers:
+        spans.append((len(names), len(names) + len(layer)))
+        names += [*layer, *(norm + ["add"] if layer is not dense else [])]
+    closing = len(names)
+    names += [*norm, "lm_head"]
+    codes = codes_of(names)
+    fit = period._fit_of(period.dense(codes), spans)
+    found = period.with_closing_block(codes, fit)
+    assert found is not None and (found.layers[-1].start, found.layers[-1].end) == (spans[-1][0], closing)
+    whole = [*spans[:-1], (spans[-1][0], closing)]
+    assert period.with_closing_block(codes, period._fit_of(period.dense(codes), whole)).layers[-1].end == closing
+    dense_only = codes_of(["embed", *dense * 6, *norm, "lm_head"])
+    fit = period._fit_of(period.dense(dense_only), [(1 + 25 * i, 26 + 25 * i) for i in range(6)])
+    assert period.with_closing_block(dense_only, fit) is fit
+
+
 def test_a_runs_last_compiled_moe_layer_ends_as_the_others_close() -> None:
     """DeepSeek-V2 compiled per layer at batch 1: each MoE graph runs a GEMM per expert hit, so no two graphs are
     alike kernel for kernel, and the run's end, found for the common unit, cut the last graph short of its last

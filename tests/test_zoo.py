@@ -154,6 +154,7 @@ FOUR = {
     "deepseek_v3_dense3_compiled": "compiled MoE layers of many lengths read as a drafter's passes",
     "cohere2_moe_default_compiled": "a last compiled graph closing with a kernel other graphs run inside them",
     "axk1_default_compiled": "whole forward passes of compiled layers found as the unit",
+    "axk1_dense3_decode": "a last MoE layer cut before the norm and residual add it closes with",
 }
 
 
@@ -182,8 +183,11 @@ def test_batch_one_float16_layers(run: str) -> None:
     Inductor numbers when every other graph ends with one. AX-K1 compiled (4 steps, no step annotation): its MoE
     layers repeat no unit, whole forward passes nearly do, so the trace was read as one step of four one-pass
     "layers" (warned); a unit holding more graphs than a unit of layers of a few kinds is a pass of graphs, each
-    graph a layer ended after its last numbered kernel, and the eager glue parts the passes. Each exact, with no
-    warning."""
+    graph a layer ended after its last numbered kernel, and the eager glue parts the passes. AX-K1 with three dense
+    layers, decode (first 3 steps): its MoE layers close with a norm and a residual add after the experts' add,
+    which the unit left between the layers; the last layer ended at the experts' add, the block taken for the final
+    norm (warned); it runs on to the end of the block most layers close with (period.with_closing_block). Each
+    exact, with no warning."""
     labels, trace = next(case for case in zoo_accuracy.zoo_cases(HELD_FOUR) if case[0].stem == run)
     row = zoo_accuracy.check_zoo(labels, trace, hint=False)
     assert row.exact and not row.warnings, (FOUR[run], row)

@@ -333,6 +333,38 @@ def with_edge_copies(codes: np.ndarray, fit: PeriodFit | None) -> PeriodFit | No
     return _refit(codes, fit, [*before, *spans, *after])
 
 
+def with_closing_block(codes: np.ndarray, fit: PeriodFit | None) -> PeriodFit | None:
+    """The fit with its last layer run on to the end of the block most other layers close with, each up to where
+    the next one opens (`_closing_block`), where its last EXTENDED_BY kernels and the kernels after it end that
+    block: MoE layers that close with a norm and a residual add after their experts (AX-K1's; the unit left that
+    block between the layers) had the last one end at the experts' add, the block taken for the pass's final norm,
+    which has no residual add after it."""
+    if fit is None or len(fit.layers) < 3:
+        return fit
+    spans = _bounds(fit.layers)
+    block = _closing_block([codes[a:c] for (a, _), (c, _) in itertools.pairwise(spans)])
+    a, b = spans[-1]
+    block = np.frombuffer(block, dtype=codes.dtype)
+    if len(block) < EXTENDED_BY or np.array_equal(codes[b - EXTENDED_BY : b], block[-EXTENDED_BY:]):
+        return fit
+    for more in range(1, min(len(block) - EXTENDED_BY, len(codes) - b) + 1):
+        if np.array_equal(codes[b - EXTENDED_BY : b + more], block[-EXTENDED_BY - more :]):
+            return _refit(codes, fit, [*spans[:-1], (a, b + more)])
+    return fit
+
+
+def _closing_block(layers: list[np.ndarray]) -> bytes:
+    """The longest run of last kernels that at least half of `layers` end with (layers of the kind most are: the
+    MoE layers after a few dense ones), as bytes."""
+    block = b""
+    for length in range(1, min(len(layer) for layer in layers) + 1):
+        ending, count = collections.Counter(layer[-length:].tobytes() for layer in layers).most_common(1)[0]
+        if 2 * count < len(layers):
+            break
+        block = ending
+    return block
+
+
 def with_gaps_as_layers(codes: np.ndarray, fit: PeriodFit | None) -> PeriodFit | None:
     """The fit with each stretch between two found layers that is layer-like taken as a layer: a layer of a kind
     the unit holds once (the full-attention layer after three sliding ones), which the unit's period steps over.

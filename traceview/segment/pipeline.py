@@ -401,7 +401,7 @@ def _solve_steps(
         fit = period.with_known_cuts(codes[lo:hi], fit)
         fit = period.with_blocks_before_their_layers(codes[lo:hi], fit)
         fit = period.without_kernels_between(codes[lo:hi], period.with_doubled_opening(codes[lo:hi], fit))
-        fit = period.with_edge_copies(codes[lo:hi], fit)
+        fit = period.with_closing_block(codes[lo:hi], period.with_edge_copies(codes[lo:hi], fit))
         return period.verify_pass(codes[lo:hi], fit, spec.MIN_VERIFY_LAYERS) if verify[lo] else fit
 
     cache: dict[bytes, period.PeriodFit | None] = {}
