@@ -281,7 +281,7 @@ def test_the_last_layer_closes_with_the_block_the_others_close_with() -> None:
     spans = []
     for layer in layers:
         spans.append((len(names), len(names) + len(layer)))
-        names += [*layer, *(norm + ["add"] if layer is not dense else [])]
+        names += [*layer, *([*norm, "add"] if layer is not dense else [])]
     closing = len(names)
     names += [*norm, "lm_head"]
     codes = codes_of(names)
