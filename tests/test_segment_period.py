@@ -384,6 +384,25 @@ def test_compiled_layers_of_many_lengths_are_their_graphs() -> None:
     assert period._graphs_alone(unlike, opens, unlike, 8) is None
 
 
+def test_a_compiled_graph_ends_after_its_last_numbered_kernel() -> None:
+    """Graphs of layers compiled one by one end where Inductor's numbered kernels end, when most graphs end with one
+    right before the next opens. DeepSeek-V2 with three dense layers: in one step the layers found (out of phase)
+    ended mid-graph, 23 kernels into MoE graphs of 49, and each graph was left that short; it runs on to its last
+    numbered kernel. A pass's last graph followed by eager glue ends before the glue; a graph whose own extern GEMM
+    follows its last numbered kernel (a down projection that adds the residual) keeps it."""
+    graphs = ["ttttttttg", "tttttttt", "tttttttt", "ttttggtttt", "tttttttt", "ttttttttt", "tttttttt", "ttttttt"]
+    graphs += ["tttttttt" + "eeeeee", "tttt"]
+    kinds = "".join(graphs)  # t: a kernel Inductor numbers; g: an extern GEMM; e: eager glue after the pass
+    numbered = np.array([kind == "t" for kind in kinds])
+    marks = np.cumsum([0, *[len(g) for g in graphs[:-1]]])
+    whole = [(int(a), int(b)) for a, b in itertools.pairwise([*marks, len(kinds)])]
+    found = [*whole[:4], (whole[4][0], whole[4][0] + 3), *whole[5:]]  # the fifth found short
+    ended = period._ended_at_numbered(found, numbered, marks)
+    assert ended == [*whole[:8], (whole[8][0], whole[8][1] - 6), whole[9]]
+    assert period._ended_at_numbered(found, None, marks) == found
+    assert period._ended_at_numbered(found, np.zeros(len(kinds), dtype=bool), marks) == found
+
+
 def test_forward_passes_found_as_the_unit_of_compiled_layers_are_their_graphs() -> None:
     """AX-K1 compiled per layer at batch 1, no step annotation: MoE layers of many lengths repeat no unit, but whole
     forward passes nearly do, so the unit found over the trace was a pass (four "layers" of eight graphs each, one

@@ -576,7 +576,8 @@ def by_graphs(
             layers += _ends_as_copies(codes, list(itertools.pairwise([*before, *inside, hi])), openings, numbered)
     if not layers:
         return fit
-    layers = _ends_as_copies(codes, _ended_at_numbered(_to_next_graph(layers, openings), numbered), openings, numbered)
+    layers = _ended_at_numbered(_to_next_graph(layers, openings), numbered, marks)
+    layers = _ends_as_copies(codes, layers, openings, numbered)
     layers = _without_glue_after(codes, layers)
     return dataclasses.replace(fit if layers == spans else _fit_of(codes, layers, families), graphs=True)
 
@@ -606,7 +607,7 @@ def _graphs_alone(
     marks = np.flatnonzero(opens)
     if len(marks) < min_layers:
         return None
-    graphs = _ended_at_numbered(list(itertools.pairwise([*marks.tolist(), len(codes)])), numbered)
+    graphs = _ended_at_numbered(list(itertools.pairwise([*marks.tolist(), len(codes)])), numbered, marks)
     spans = _ends_as_copies(codes, graphs, set(marks.tolist()), numbered)
     if _pieces_of_layers(codes, spans, marks):
         return None
@@ -615,19 +616,26 @@ def _graphs_alone(
     return fit if fit.coverage >= 1 - 1 / min_layers and alike(kin, fit.layers) >= SPLIT_ALIKE else None
 
 
-def _ended_at_numbered(spans: list[tuple[int, int]], numbered: np.ndarray | None) -> list[tuple[int, int]]:
-    """The compiled graphs `spans` with each that runs more than GRAPH_REACH kernels past its last kernel that
-    Inductor numbers (`numbered`) ended after that kernel, when most graphs (NORM_SHARE) that another graph follows
-    right away end with such a kernel: so many kernels after it are eager glue (a forward pass's final norm, LM
-    head and sampling, the next pass's embedding), where a graph's own extern kernels after its last numbered one
-    are a GEMM or two (a down projection that adds the residual)."""
-    followed = np.array([b for (_, b), (c, _) in itertools.pairwise(spans) if b == c], dtype=np.int64)
-    if numbered is None or not len(followed) or numbered[followed - 1].mean() < NORM_SHARE:
+def _ended_at_numbered(
+    spans: list[tuple[int, int]], numbered: np.ndarray | None, marks: np.ndarray
+) -> list[tuple[int, int]]:
+    """The compiled graphs `spans` each ended after its last kernel that Inductor numbers (`numbered`) before the
+    next graph opens (`marks`), when most graphs (NORM_SHARE) end with such a kernel right before the next opening:
+    a numbered kernel is its graph's, so a graph found short runs on to its last one (a run of layers found out of
+    phase ended mid-graph), and more than GRAPH_REACH kernels after it are eager glue (a forward pass's final norm,
+    LM head and sampling, the next pass's embedding), where a graph's own extern kernels after its last numbered
+    one are a GEMM or two (a down projection that adds the residual)."""
+    if numbered is None or len(marks) < 2 or numbered[marks[1:] - 1].mean() < NORM_SHARE:
         return spans
     last = np.flatnonzero(numbered)
-    before = np.searchsorted(last, [b for _, b in spans]) - 1  # the last numbered kernel before each graph's end
+    following = marks[np.minimum(np.searchsorted(marks, [a for a, _ in spans], side="right"), len(marks) - 1)]
+    following = np.where(following > [a for a, _ in spans], following, len(numbered))
+    before = np.searchsorted(last, following) - 1  # the last numbered kernel before the next graph opens
     ends = np.where(before >= 0, last[np.maximum(before, 0)] + 1, 0)
-    return [(a, int(end) if a < end < b - GRAPH_REACH else b) for (a, b), end in zip(spans, ends, strict=True)]
+    return [
+        (a, int(end) if a < end and (end > b or end < b - GRAPH_REACH) else b)
+        for (a, b), end in zip(spans, ends, strict=True)
+    ]
 
 
 def _passes_of_graphs(spans: list[tuple[int, int]], marks: np.ndarray) -> bool:
