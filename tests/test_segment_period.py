@@ -263,6 +263,32 @@ def test_dense_layers_found_half_a_layer_late_are_moved_to_whole_copies() -> Non
     assert [(s.start, s.end) for s in found] == [(1, 13), (13, 25), (25, 37), (37, 67), (67, 97)]
 
 
+def test_a_steps_layers_found_out_of_phase_move_to_open_as_the_other_steps_layers_do() -> None:
+    """JetMoE decode in float16 at batch 1: its attention routes each token through a loop whose length changes
+    layer by layer, and in one step of four the repeating unit was found out of phase, every layer opening at its
+    query projection (25 kernels late) and the last holding the final norm. Each layer moves to the nearest place
+    where the other steps' layers' opening (their norm) runs, the last ends where their closing block does; a step
+    already in phase, or that never runs that opening, stays."""
+    norm = [f"norm_{i}" for i in range(8)]
+    names, starts = ["embed", "pos"], []
+    for routed, experts in ((6, 2), (8, 3), (7, 1), (9, 2), (6, 3)):
+        starts.append(len(names))
+        names += [*norm, "qkv", *["route"] * routed, "attn", "o", "add", *norm, *["expert"] * experts]
+        names += ["gate", "up", "down", "add"]
+    closing = len(names)
+    names += [*norm, "head"]
+    codes = codes_of(names)
+    found = [(a + 8, b + 8) for a, b in itertools.pairwise(starts)] + [(starts[-1] + 8, len(codes))]
+    fit = period._fit_of(period.dense(codes), found)
+    opening = codes[starts[0] : starts[0] + 12]
+    ending = codes[closing - 4 : closing]
+    moved = period.in_phase_with(codes, fit, opening, ending)
+    assert moved is not None
+    assert [(s.start, s.end) for s in moved.layers] == list(itertools.pairwise([*starts, closing]))
+    assert period.in_phase_with(codes, moved, opening, ending) is moved
+    assert period.in_phase_with(codes, fit, np.full(12, -1), ending) is fit  # an opening the step never runs
+
+
 def test_the_last_layer_closes_with_the_block_the_others_close_with() -> None:
     """AX-K1 decode in float16 at batch 1: three dense layers, then MoE layers that close with a norm and a residual
     add after their experts' add; the unit left that block between the layers (each layer runs up to the next one),

@@ -335,16 +335,15 @@ def with_edge_copies(codes: np.ndarray, fit: PeriodFit | None) -> PeriodFit | No
 
 def with_closing_block(codes: np.ndarray, fit: PeriodFit | None) -> PeriodFit | None:
     """The fit with its last layer run on to the end of the block most other layers close with, each up to where
-    the next one opens (`_closing_block`), where its last EXTENDED_BY kernels and the kernels after it end that
+    the next one opens (`usual_edge`), where its last EXTENDED_BY kernels and the kernels after it end that
     block: MoE layers that close with a norm and a residual add after their experts (AX-K1's; the unit left that
     block between the layers) had the last one end at the experts' add, the block taken for the pass's final norm,
     which has no residual add after it."""
     if fit is None or len(fit.layers) < 3:
         return fit
     spans = _bounds(fit.layers)
-    block = _closing_block([codes[a:c] for (a, _), (c, _) in itertools.pairwise(spans)])
+    block = usual_edge([codes[a:c] for (a, _), (c, _) in itertools.pairwise(spans)], last=True)
     a, b = spans[-1]
-    block = np.frombuffer(block, dtype=codes.dtype)
     if len(block) < EXTENDED_BY or np.array_equal(codes[b - EXTENDED_BY : b], block[-EXTENDED_BY:]):
         return fit
     for more in range(1, min(len(block) - EXTENDED_BY, len(codes) - b) + 1):
@@ -353,16 +352,62 @@ def with_closing_block(codes: np.ndarray, fit: PeriodFit | None) -> PeriodFit | 
     return fit
 
 
-def _closing_block(layers: list[np.ndarray]) -> bytes:
-    """The longest run of last kernels that at least half of `layers` end with (layers of the kind most are: the
-    MoE layers after a few dense ones), as bytes."""
-    block = b""
+def usual_edge(layers: Sequence[np.ndarray], last: bool) -> np.ndarray:
+    """The longest run of last kernels (`last`) or first kernels that at least half of `layers` end or open with
+    (layers of the kind most are: the MoE layers after a few dense ones)."""
+    block = layers[0][:0]
     for length in range(1, min(len(layer) for layer in layers) + 1):
-        ending, count = collections.Counter(layer[-length:].tobytes() for layer in layers).most_common(1)[0]
+        edges = (layer[-length:] if last else layer[:length] for layer in layers)
+        edge, count = collections.Counter(edge.tobytes() for edge in edges).most_common(1)[0]
         if 2 * count < len(layers):
             break
-        block = ending
+        block = np.frombuffer(edge, dtype=layers[0].dtype)
     return block
+
+
+def in_phase_with(
+    codes: np.ndarray, fit: PeriodFit | None, opening: np.ndarray, closing: np.ndarray
+) -> PeriodFit | None:
+    """The fit with each layer moved to open with `opening` and the last to close with `closing` (the kernels most
+    layers of the other steps open and close with: `usual_edge`), where none opens so: a step whose layers the
+    repeating unit found out of phase (its expert loops made a unit of another phase), which the other steps'
+    layers place. Each layer moves to the nearest place within half a median layer where the first EXTENDED_MIN
+    kernels of `opening` run (its norm: what follows differs where a layer's routing does), the last
+    ends after the last place `closing` ends before its end or half a layer past it (the final norm has no residual
+    add); the fit stays where a layer has no such place or the moved layers would not follow one another."""
+    if fit is None or not fit.layers or min(len(opening), len(closing)) < EXTENDED_BY:
+        return fit
+    opening = opening[:EXTENDED_MIN]
+    spans = _bounds(fit.layers)
+    if _opening_at(codes, np.array([a for a, _ in spans]), opening).any():
+        return fit
+    reach = int(np.median([b - a for a, b in spans])) // 2
+    places = _places_of(codes, opening)
+    ends = _places_of(codes, closing) + len(closing)
+    starts = [_nearest(places, a, reach) for a, _ in spans]
+    last = ends[(ends > (starts[-1] or 0)) & (ends <= spans[-1][1] + reach)]
+    if None in starts or not len(last) or any(b <= a for a, b in itertools.pairwise([*starts, last[-1]])):
+        return fit
+    return _refit(codes, fit, list(itertools.pairwise([*starts, int(last[-1])])))
+
+
+def _nearest(places: np.ndarray, at: int, reach: int) -> int | None:
+    """The one of the sorted `places` nearest to `at`, if within `reach`."""
+    near = places[np.abs(places - at) <= reach]
+    return int(near[np.argmin(np.abs(near - at))]) if len(near) else None
+
+
+def _places_of(codes: np.ndarray, block: np.ndarray) -> np.ndarray:
+    """Where in `codes` the kernels `block` run, in order."""
+    if len(codes) < len(block):
+        return np.zeros(0, dtype=np.int64)
+    windows = np.lib.stride_tricks.sliding_window_view(codes, len(block))
+    return np.flatnonzero((windows == block).all(axis=1))
+
+
+def _opening_at(codes: np.ndarray, starts: np.ndarray, opening: np.ndarray) -> np.ndarray:
+    """Per position of `starts`, whether the kernels from there are `opening`."""
+    return np.array([np.array_equal(codes[a : a + len(opening)], opening) for a in starts], dtype=bool)
 
 
 def with_gaps_as_layers(codes: np.ndarray, fit: PeriodFit | None) -> PeriodFit | None:

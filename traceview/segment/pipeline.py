@@ -416,9 +416,9 @@ def _solve_steps(
         for key, (lo, hi, opens) in zip(keys, steps, strict=True):
             if opens.any() and not (cache[key] is not None and cache[key].graphs):
                 cache[key] = solve(lo, hi, opens, graphs=True)
+    fits = _in_phase_with_other_steps(codes, rank, steps, [cache[key] for key in keys])
     solved: list[tuple[int, int, int]] = []
-    for key, (lo, _, _) in zip(keys, steps, strict=True):
-        fit = cache[key]
+    for fit, (lo, _, _) in zip(fits, steps, strict=True):
         if fit is None:
             continue
         solved.append((int(rank[lo]), int(step[lo]), fit.period))
@@ -429,6 +429,27 @@ def _solve_steps(
     frame = pd.DataFrame({"activity_id": ids[keep], "layer": layer[keep], "confidence": confidence[keep]})
     solved_frame = pd.DataFrame(solved, columns=["rank", "step", "period"]).astype("int64")
     return frame, solved_frame
+
+
+def _in_phase_with_other_steps(
+    codes: np.ndarray,
+    rank: np.ndarray,
+    steps: list[tuple[int, int, np.ndarray]],
+    fits: list[period.PeriodFit | None],
+) -> list[period.PeriodFit | None]:
+    """Each step's fit, its layers moved to open as most of its rank's layers open, where none of them does
+    (period.in_phase_with); compiled graphs open where their graphs do and stay."""
+    layers: dict[int, list[np.ndarray]] = {}
+    for fit, (lo, _, _) in zip(fits, steps, strict=True):
+        if fit is not None and not fit.graphs:
+            layers.setdefault(int(rank[lo]), []).extend(codes[lo + s.start : lo + s.end] for s in fit.layers)
+    edges = {
+        r: (period.usual_edge(kinds, last=False), period.usual_edge(kinds, last=True)) for r, kinds in layers.items()
+    }
+    return [
+        period.in_phase_with(codes[lo:hi], fit, *edges[int(rank[lo])]) if fit is not None and not fit.graphs else fit
+        for fit, (lo, hi, _) in zip(fits, steps, strict=True)
+    ]
 
 
 def _windows(layers: tuple[period.LayerSpan, ...]) -> list[tuple[period.LayerSpan, int]]:
