@@ -7,6 +7,7 @@ reads them without loading numpy and pandas.
 
 from __future__ import annotations
 
+import collections
 import itertools
 import re
 from dataclasses import dataclass
@@ -437,19 +438,25 @@ def _in_phase_with_other_steps(
     steps: list[tuple[int, int, np.ndarray]],
     fits: list[period.PeriodFit | None],
 ) -> list[period.PeriodFit | None]:
-    """Each step's fit, its layers moved to open as most of its rank's layers open, where none of them does
-    (period.in_phase_with); compiled graphs open where their graphs do and stay."""
+    """Each step's fit, its layers moved to open as most of its rank's layers open where none of them opens with the
+    kernel most of them open with (period.in_phase_with); compiled graphs open where their graphs do and stay. The
+    usual opening and closing (period.usual_edge) are made only for a rank with such a step: most traces have none."""
     layers: dict[int, list[np.ndarray]] = {}
     for fit, (lo, _, _) in zip(fits, steps, strict=True):
         if fit is not None and not fit.graphs:
             layers.setdefault(int(rank[lo]), []).extend(codes[lo + s.start : lo + s.end] for s in fit.layers)
-    edges = {
-        r: (period.usual_edge(kinds, last=False), period.usual_edge(kinds, last=True)) for r, kinds in layers.items()
-    }
-    return [
-        period.in_phase_with(codes[lo:hi], fit, *edges[int(rank[lo])]) if fit is not None and not fit.graphs else fit
-        for fit, (lo, hi, _) in zip(fits, steps, strict=True)
-    ]
+    usual_first = {r: collections.Counter(int(k[0]) for k in kinds).most_common(1)[0][0] for r, kinds in layers.items()}
+    edges: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    moved = []
+    for fit, (lo, hi, _) in zip(fits, steps, strict=True):
+        r = int(rank[lo])
+        if fit is None or fit.graphs or any(codes[lo + s.start] == usual_first[r] for s in fit.layers):
+            moved.append(fit)
+            continue
+        if r not in edges:
+            edges[r] = (period.usual_edge(layers[r], last=False), period.usual_edge(layers[r], last=True))
+        moved.append(period.in_phase_with(codes[lo:hi], fit, *edges[r]))
+    return moved
 
 
 def _windows(layers: tuple[period.LayerSpan, ...]) -> list[tuple[period.LayerSpan, int]]:
