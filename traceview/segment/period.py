@@ -377,16 +377,17 @@ def in_phase_with(
     add); the fit stays where a layer has no such place or the moved layers would not follow one another."""
     if fit is None or not fit.layers or min(len(opening), len(closing)) < EXTENDED_BY:
         return fit
-    opening = opening[:EXTENDED_MIN]
     spans = _bounds(fit.layers)
-    if _opening_at(codes, np.array([a for a, _ in spans]), opening).any():
+    places = _places_of(codes, opening[:EXTENDED_MIN])
+    if np.isin([a for a, _ in spans], places).any():
         return fit
     reach = int(np.median([b - a for a, b in spans])) // 2
-    places = _places_of(codes, opening)
-    ends = _places_of(codes, closing) + len(closing)
     starts = [_nearest(places, a, reach) for a, _ in spans]
-    last = ends[(ends > (starts[-1] or 0)) & (ends <= spans[-1][1] + reach)]
-    if None in starts or not len(last) or any(b <= a for a, b in itertools.pairwise([*starts, last[-1]])):
+    if None in starts:
+        return fit
+    ends = _places_of(codes, closing) + len(closing)
+    last = ends[(ends > starts[-1]) & (ends <= spans[-1][1] + reach)]
+    if not len(last) or any(b <= a for a, b in itertools.pairwise([*starts, last[-1]])):
         return fit
     return _refit(codes, fit, list(itertools.pairwise([*starts, int(last[-1])])))
 
@@ -403,11 +404,6 @@ def _places_of(codes: np.ndarray, block: np.ndarray) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     windows = np.lib.stride_tricks.sliding_window_view(codes, len(block))
     return np.flatnonzero((windows == block).all(axis=1))
-
-
-def _opening_at(codes: np.ndarray, starts: np.ndarray, opening: np.ndarray) -> np.ndarray:
-    """Per position of `starts`, whether the kernels from there are `opening`."""
-    return np.array([np.array_equal(codes[a : a + len(opening)], opening) for a in starts], dtype=bool)
 
 
 def with_gaps_as_layers(codes: np.ndarray, fit: PeriodFit | None) -> PeriodFit | None:
