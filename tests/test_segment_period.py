@@ -926,3 +926,77 @@ def test_a_layer_of_two_layers_of_another_kind_is_cut_where_they_meet() -> None:
     fit = period.PeriodFit(tuple(spans), unit, 0.9, 1.0)
     found = [s.end - s.start for s in period.split_alternating(codes, fit).layers]
     assert found == [len(a), len(a), *[len(b), len(c)] * 4]
+
+
+def test_a_unit_opening_inside_a_loop_of_two_kernels_opens_no_layer() -> None:
+    """Qwen2-MoE decode at batch 2 in float32: each expert runs a split-K GEMM and its reduction, so the expert loop
+    is a run of one pair of kernels. A unit found in a phase that starts inside that run had the boundary context
+    (GEMM, reduction, GEMM), which marked every pair a layer (463 layers in one step); a context whose first kernel
+    comes back as its third is a loop's, and no layer opens there (mixers.in_loop)."""
+    norm = ["pow", "mean", "add_eps", "rsqrt", "mul", "mul_w"]
+    layer = [*norm, "qkv", "attention", "o_proj", "add", *norm, "router", "topk", *["gemm", "reduce"] * 4, "add"]
+    unit = codes_of([*layer[-5:], *layer[:-5]])  # a phase that opens two pairs before the loop's end
+    assert period.mixers.in_loop(period._unit_context(unit))
+    assert period.boundary_cuts(unit) is None
+    whole = codes_of(layer)
+    assert not period.mixers.in_loop(period._unit_context(whole))
+
+
+def test_a_first_layer_found_short_by_the_block_every_later_layer_opens_with_is_in_phase() -> None:
+    """Persimmon decode in float32: each layer runs LayerNorms at its input, on q and k, and before its MLP, so the
+    post-attention norm's block opened every found layer as well as the input norm does; the first layer, which
+    opens where the prologue ends, came out the MLP block short, and the last one's MLP block was left to the
+    epilogue. Every boundary after the first layer's start moves on by that block. A first layer of another kind,
+    shorter because it is dense, opens with the later ones' opening block and stays; so do layers in phase."""
+    attention = ["ln", "qkv", "split", "ln", "view", "ln", "rope", "attention", "dense", "add"]
+    mlp = ["ln", "fc1", "reduce", "relu", "pow", "fc2", "reduce", "add"]
+    layer = [*attention, *mlp]
+    names = ["embed", "arange", *layer * 6, "ln", "lm_head"]
+    codes = codes_of(names)
+    true = [(2 + 18 * i, 20 + 18 * i) for i in range(6)]
+    late = [(2, 12), *[(12 + 18 * i, 30 + 18 * i) for i in range(5)]]  # each found layer opens with the MLP block
+    moved = period.with_first_layer_whole(codes, period._fit_of(period.dense(codes), late))
+    assert moved is not None and [(s.start, s.end) for s in moved.layers] == true
+    in_phase = period._fit_of(period.dense(codes), true)
+    assert period.with_first_layer_whole(codes, in_phase) is in_phase
+    dense = ["ln", "qkv", "attention", "o_proj", "add", "ln", "up", "down", "add"]
+    moe = [*dense[:5], "ln", "router", "topk", "expert", "expert", "combine", "add"]
+    stack = codes_of(["embed", *dense, *moe * 5, "ln", "qkv", "lm_head"])
+    spans = [(1, 10), *[(10 + 12 * i, 22 + 12 * i) for i in range(5)]]
+    fit = period._fit_of(period.dense(stack), spans)
+    assert period.with_first_layer_whole(stack, fit) is fit
+
+
+def test_a_layer_that_is_two_known_kinds_back_to_back_is_two_layers() -> None:
+    """AFMoE with three dense layers, decode: the first decode step runs a variant of the attention, and the last
+    dense layer and the sliding-attention layer after it were found as one stretch (76 + 110 kernels); a later stage
+    then took the dense layer out of it and gave the rest to the next MoE layer (228 kernels). A layer of a kind no
+    other layer is that is, kernel for kernel, two layers of kinds other layers are, is those two layers."""
+    dense = ["norm", "qkv", "attention", "o_proj", "add", "norm", "up", "down", "add"]
+    sliding = ["norm", "qkv", "window", "o_proj", "add", "norm", "router", "expert", "combine", "add"]
+    full = ["norm", "qkv", "attention", "o_proj", "add", "norm", "router", "expert", "expert", "combine", "add"]
+    order = [dense, dense, dense, *[sliding, full, full] * 3]
+    names = ["embed", *[k for layer in order for k in layer], "norm", "lm_head"]
+    codes = codes_of(names)
+    bounds = np.cumsum([1, *[len(layer) for layer in order]]).tolist()
+    true = list(itertools.pairwise(bounds))
+    merged = [*true[:2], (true[2][0], true[3][1]), *true[4:]]
+    found = period._known_halves(codes, period._fit_of(period.dense(codes), merged))
+    assert [(s.start, s.end) for s in found.layers] == true
+    kept = period._fit_of(period.dense(codes), true)
+    assert period._known_halves(codes, kept) is kept
+
+
+def test_two_layers_cut_at_a_norm_inside_the_second_become_two_of_a_kind_a_third_is() -> None:
+    """AX-K1 with three dense layers, decode at batch 2: the first two dense layers were found cut at the norm inside
+    the second one's attention (53 and 83 kernels for 68 and 68), the third whole. The boundary between two layers
+    each of a kind no other layer is moves to where both become the kind of another layer, here the third's."""
+    dense = ["norm", "q_a", "q_norm", "q_b", "kv_a", "kv_norm", "attention", "o_proj", "add", "norm", "mlp", "add"]
+    moe = [*dense[:9], "norm", "router", "expert", "combine", "add"]
+    order = [dense] * 3 + [moe] * 4
+    codes = codes_of(["embed", *[k for layer in order for k in layer], "norm", "lm_head"])
+    bounds = np.cumsum([1, *[len(layer) for layer in order]]).tolist()
+    true = list(itertools.pairwise(bounds))
+    cut_at_norm = [(true[0][0], true[0][0] + 5), (true[0][0] + 5, true[1][1]), *true[2:]]
+    found = period.with_known_cuts(codes, period._fit_of(period.dense(codes), cut_at_norm))
+    assert found is not None and [(s.start, s.end) for s in found.layers] == true

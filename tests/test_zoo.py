@@ -40,6 +40,7 @@ EIGHT_STEPS = ZOO / "steps8"  # a recording of eight decode steps (record_zoo.py
 HELD_EIGHT = ZOO / "held8"  # a held-out recording of eight decode steps (ZOO_SCALE=2, GPU activity only)
 HELD_THREE = ZOO / "held3"  # a third held-out recording (ZOO_SCALE=3, H100): runs cut to their first steps
 HELD_FOUR = ZOO / "held4"  # a fourth (float16, batch 1, ZOO_SCALE=2, H100): decode runs cut to their first 2 steps
+HELD_FIVE = ZOO / "held5"  # a fifth (float32, batch 2, ZOO_REPEATS=5, H100): eager runs cut to their first steps
 CASES = (
     labelled_cases(ZOO, MISSES)
     + labelled_cases(HELD_OUT, {})
@@ -52,6 +53,7 @@ def test_the_zoo_subset_is_committed() -> None:
     assert len(CASES) >= 40
     assert len(labelled_cases(HELD_OUT, {})) == 2 and len(labelled_cases(EIGHT_STEPS, {})) == 7
     assert len(labelled_cases(HELD_EIGHT, {})) == 4 and len(zoo_accuracy.zoo_cases(HELD_FOUR)) == len(FOUR) + 1
+    assert len(zoo_accuracy.zoo_cases(HELD_FIVE)) == len(FIVE)
     assert {p.values[0].stem for p in CASES} >= set(MISSES)
 
 
@@ -201,6 +203,52 @@ def test_batch_one_float16_layers(run: str) -> None:
     labels, trace = next(case for case in zoo_accuracy.zoo_cases(HELD_FOUR) if case[0].stem == run)
     row = zoo_accuracy.check_zoo(labels, trace, hint=False)
     assert row.exact and not row.warnings, (FOUR[run], row)
+
+
+FIVE = {
+    "qwen2_moe_default_decode": "a unit opening inside a loop of two kernels; an expert loop read as a drafter",
+    "deepseek_v3_dense1_prefill": "a unit opening inside a loop of two kernels",
+    "jetmoe_default_decode": "a unit opening inside a loop of two kernels",
+    "laguna_default_decode": "an expert loop read as a drafter's passes",
+    "deepseek_v32_moe_every_2_decode": "an expert loop read as a drafter's passes",
+    "qwen2_moe_moe_every_2_decode": "the end of a MoE layer read as the glue between passes",
+    "afmoe_default_decode": "passes found as a unit out of phase with them",
+    "persimmon_default_decode": "layers found out of phase by their MLP block",
+    "axk1_dense3_decode": "two dense layers cut at a norm inside the second",
+    "afmoe_dense3_decode": "a dense layer and the layer after it found as one",
+    "mllama_default_decode": "cross-attention layers that run no kernel",
+    "qwen3_next_default_prefill": "a capture window doubted for an embedding gather and an LM head GEMM",
+    "gpt2_default_graph": "a graph replay whose capture made more memory sets than it runs",
+}
+
+
+@pytest.mark.parametrize("run", sorted(FIVE))
+def test_batch_two_float32_layers(run: str) -> None:
+    """Fifth held-out recording (float32, batch 2, H100), 378 eager, CUDA-graph and compiled runs: two tokens a step
+    make MoE layers of many lengths (an expert hit by both runs other GEMMs), and float32 GEMMs run split-K, a GEMM
+    and its reduction per projection. Qwen2-MoE, DeepSeek-V3 with one dense layer (prefill) and JetMoE: a unit found
+    in a phase that opens inside an expert loop of GEMM and reduction marked every pair a layer (463, 900, 1,000
+    layers a step); a boundary context whose first kernel comes back as its third opens no layer (mixers.in_loop).
+    Qwen2-MoE, Laguna and DeepSeek-V3.2 with MoE every other layer: expert loops told apart as forward passes were read
+    as a drafter's passes and a verify of fewer layers than the step runs in one run; a run of more layers than the
+    verify pass is one pass (passes.step_drafts). Qwen2-MoE with MoE every other layer: the end of a MoE layer found
+    in part was taken for the glue between a drafter's pass and the target's; glue holds a kernel of the step's own
+    prologue or epilogue that no layer runs (passes._whole_passes). AFMoE: the four decode steps were one step, the
+    unit a whole pass out of phase with the passes, whose glue a layer took in; its layers were read as a unit of
+    layers of several kinds, which holds a few, not twenty (passes._inner). Persimmon: the post-attention LayerNorm
+    opened every found layer, as the input one does (64 kernels, warned; period.with_first_layer_whole). AX-K1 with
+    three dense layers: two cut at the norm inside the second's attention (219 kernels, silent;
+    period.with_known_cuts). AFMoE with three dense layers: the last dense layer and the next found as one
+    (4,623 kernels; period._known_halves). Mllama: its cross-attention layers run no kernel when decoding text, so no
+    trace shows them; the layers after one are compared by place (truth.wrong_kernels; 1,305 kernels were counted
+    wrong, silent). Qwen3-Next prefill: the trace opens with the embedding's gather and ends with the LM head's GEMM,
+    each a kernel some layers run, and was doubted as cut by its capture window; three kernels in a row decide
+    (pipeline._cut_windows). GPT-2 as a CUDA graph: its labels gave layers of 27, 26, 27 ... 25 kernels, the capture's
+    split-K memory sets counted as replayed (truth.kineto_kernels counts kernel launches only; relabelled). Each
+    exact, with no warning."""
+    labels, trace = next(case for case in zoo_accuracy.zoo_cases(HELD_FIVE) if case[0].stem == run)
+    row = zoo_accuracy.check_zoo(labels, trace, hint=False)
+    assert row.exact and not row.warnings, (FIVE[run], row)
 
 
 def test_a_loop_inside_a_layer_with_glue_on_both_sides_is_warned() -> None:

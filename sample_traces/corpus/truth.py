@@ -7,8 +7,8 @@ For each twin trace every kernel gets (step, layer) from the twin's own annotati
   launch call on the launching thread;
 - layer: the innermost `model.layers.N` range that contains the launch call; for a kernel replayed from a CUDA graph
   (one graph launch, many kernels) the layer range that was open when its node was captured: in Kineto the i-th
-  activity of a replay is the i-th launch call made during the capture; in nsys the kernel's graph node (or the node
-  it was cloned from) was created on a thread at a time inside a layer range.
+  kernel of a replay is the i-th kernel launch call made during the capture; in nsys the kernel's graph node (or
+  the node it was cloned from) was created on a thread at a time inside a layer range.
 The bare trace of the same model, mode and profiler runs the same kernels in the same order (checked: the sequence
 of kernel names must be identical), so each bare kernel takes the label of the twin kernel at the same position.
 
@@ -33,7 +33,7 @@ LAYER = re.compile(r"^(?:model|draft|mtp)\.layers\.(\d+)$|^nn\.Module: Transform
 DRAFT = re.compile(r"^draft_pass_(\d+)$")  # one forward pass of a speculative drafter (sample_traces/spec)
 CAPTURE = re.compile(r"^capture(?:_(\w+))?$")  # a CUDA graph capture; its suffix names the graph
 REPLAY = re.compile(r"^replay_(\w+)$")  # a replay of the graph captured as capture_<suffix>
-LAUNCH = re.compile(r"(?i)launchkernel|memcpy.*async|memset.*async")
+LAUNCH = re.compile(r"(?i)launchkernel")  # a kernel's launch call (runtime or driver API)
 
 
 @dataclass(frozen=True)
@@ -112,7 +112,7 @@ def kineto_kernels(path: Path) -> list[Kernel]:
         if e.get("cat") in ("user_annotation", "python_function") and e.get("ph") == "X":
             lanes.add((e["pid"], e["tid"]), Range(e["name"], e["ts"], e["ts"] + e["dur"]))
     gpu = sorted(
-        (e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and e.get("ph") == "X"),
+        (e for e in events if e.get("cat") == "kernel" and e.get("ph") == "X"),
         key=lambda e: (e["ts"], e.get("args", {}).get("correlation", 0)),
     )
     captured = _kineto_capture_layers(events, calls, lanes, {e.get("args", {}).get("correlation") for e in gpu})
@@ -131,14 +131,14 @@ def kineto_kernels(path: Path) -> list[Kernel]:
                 replay_position[id(call)] = position + 1
                 nodes = captured.get(lanes.graph(thread, call["ts"], REPLAY), [])
                 layer = nodes[position] if position < len(nodes) else None
-        if e.get("cat") == "kernel":
-            kernels.append(Kernel(e["name"], e["ts"], step, layer, draft))
+        kernels.append(Kernel(e["name"], e["ts"], step, layer, draft))
     return kernels
 
 
 def _kineto_capture_layers(events: list[dict], calls: dict, lanes: Lanes, ran: set) -> dict[str, list[int | None]]:
-    """Per captured graph (the suffix of its capture range), the layer of each launch call made during its capture
-    (a launch whose correlation ran nothing), in order."""
+    """Per captured graph (the suffix of its capture range), the layer of each kernel launch call made during its
+    capture (a launch whose correlation ran nothing), in order. Kernels only: a graph's replay need not show every
+    memory set its capture recorded (cuBLAS's split-K GEMMs in float32 record one more per layer than replays run)."""
     orphans = sorted(
         (c for c in calls.values() if LAUNCH.search(c["name"]) and c["args"]["correlation"] not in ran),
         key=lambda c: c["ts"],
@@ -359,10 +359,22 @@ def wrong_kernels(found: list[tuple[int | None, int | None]], true: list[tuple[i
     true_steps, true_count = ordinal(true)
     wrong = sum(
         1
-        for (_, f_layer), (_, t_layer), f_step, t_step in zip(found, true, found_steps, true_steps, strict=True)
+        for f_layer, t_layer, f_step, t_step in zip(
+            _layer_ordinals(found), _layer_ordinals(true), found_steps, true_steps, strict=True
+        )
         if f_layer != t_layer or (t_layer is not None and f_step != t_step)
     )
     return max(wrong, int(found_count != true_count))
+
+
+def _layer_ordinals(labels: list[tuple[int | None, int | None]]) -> list[int | None]:
+    """Per kernel, its layer's place among the layers of its step that run kernels: a layer that runs none (Mllama's
+    cross-attention layers when decoding text alone) is in no trace, so the layers after it are compared by place."""
+    places: dict[int | None, dict[int, int]] = {}
+    for step, layer in sorted({label for label in labels if label[1] is not None}, key=lambda x: (x[0] is None, x)):
+        step_places = places.setdefault(step, {})
+        step_places[layer] = len(step_places)
+    return [None if layer is None else places[step][layer] for step, layer in labels]
 
 
 def corpus_files(root: Path) -> list[Path]:

@@ -273,7 +273,8 @@ def _graph(model, rec, twin, args: argparse.Namespace, name: str | None = None) 
 
 def label(out: Path, name: str) -> dict:
     """The twin's labels for the bare trace (truth.transfer), written run-length with a digest of the kernel names;
-    the twin trace is then deleted (the labels are what the zoo keeps)."""
+    the twin trace is then deleted (the labels are what the zoo keeps), or gzipped beside it with ZOO_KEEP_TWINS=1
+    (to check the labels against it)."""
     import truth  # sample_traces/corpus/truth.py
 
     bare = out / "torch" / f"{name}_bare.pt.trace.json"
@@ -282,7 +283,7 @@ def label(out: Path, name: str) -> dict:
     labels = {"trace": bare.name + ".gz", **runs(kernels)}
     (out / "labels" / f"{name}.json").write_text(json.dumps(labels) + "\n")
     _gzip(bare)
-    twin.unlink()
+    _gzip(twin) if os.environ.get("ZOO_KEEP_TWINS") == "1" else twin.unlink()
     steps = truth.per_step(kernels)
     return {"steps": len(steps), "layers_per_step": sorted({len(s["layers"]) for s in steps})}
 

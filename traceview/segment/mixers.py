@@ -302,6 +302,13 @@ def frequent_contexts(codes: np.ndarray) -> list[tuple[int, int, int]]:
     return [(int(a), int(b), int(c)) for a, b, c in distinct[order[counts[order] >= 4]]]
 
 
+def in_loop(context: tuple[int, int, int]) -> bool:
+    """Whether a run of three kernels read as a boundary context (a layer's last kernel, the next one's first two)
+    lies inside a loop of one or two kernels (an expert loop: GEMM, reduction, GEMM): its first kernel comes back
+    as its second or third. A layer closes with its residual add and opens with its norm, whose kernels differ."""
+    return context[0] in (context[1], context[2])
+
+
 def passes_after_glue(
     codes: np.ndarray, context: tuple[int, int, int], opening: bool = False
 ) -> list[list[tuple[int, int]]] | None:

@@ -37,6 +37,7 @@ MIN_TARGET_LAYERS = 4  # a target's verify pass runs at least this many layers (
 MIN_GLUE = 3  # kernels between two forward passes at least: a final norm, the LM head, the next embedding
 FAR_LAYERS = 6  # kernels around runs of layers, in layers, that no prologue or epilogue is: a loop inside a layer
 RARE_IN_LAYERS = 0.25  # a kernel fewer than this share of the layers found run is the glue's, not a layer's
+MAX_UNIT_LAYERS = 8  # layers a unit of layers of several kinds holds at most (Jamba's: attention every eighth)
 PASSES_COVERAGE = 0.5  # the same, when the unit is a drafter's passes and a target's
 
 
@@ -600,7 +601,9 @@ def _inner_layers(
 ) -> list[tuple[int, int]]:
     """The layers inside one instance of a repeating unit, when they cover most of it (a whole iteration: layers
     between a prologue and an epilogue; the experts of a layer's loop leave its attention out) and do not fill it
-    from end to end (the layers of a hybrid unit: three linear-attention layers and a full one). `nested`: found
+    from end to end (the layers of a hybrid unit: three linear-attention layers and a full one) or are more than
+    such a unit holds (MAX_UNIT_LAYERS: an instance out of phase with the passes, whose glue a layer took in, as
+    MoE layers whose expert loops vary do). `nested`: found
     by _layers inside the instance, and also taken when they are copies of one unit (a run of a drafter's passes)
     or cover PASSES_COVERAGE of an instance that is a whole step of speculative decoding (step_drafts: a drafter's
     passes and a target's). Identical instances are solved once (`cache`, keyed by their kernels)."""
@@ -616,7 +619,11 @@ def _inner(unit: np.ndarray, opens: np.ndarray | None) -> list[tuple[int, int]]:
     """The layers of one instance (see _inner_layers); layers compiled one by one are its compiled graphs, however
     short a share of it (a compiled layer runs few kernels beside an eager prologue)."""
     fit = period.find_layers(unit, kinds=False, whole_pass=True)
-    if fit is not None and fit.coverage >= INNER_COVERAGE and not _all_layers(unit):
+    if (
+        fit is not None
+        and fit.coverage >= INNER_COVERAGE
+        and (len(fit.layers) > MAX_UNIT_LAYERS or not _all_layers(unit))
+    ):
         return [(s.start, s.end) for s in fit.layers]
     graphs = period.find_layers(unit, kinds=False, opens=opens) if opens is not None else None
     return [(s.start, s.end) for s in graphs.layers] if graphs is not None and graphs.graphs else []
@@ -673,14 +680,15 @@ def step_drafts(codes: np.ndarray) -> np.ndarray | None:
     step's start (or the end of the target's pass) to the end of its last
     pass before the target's (or the step's end); each pass takes the glue before it (its prologue), and the last
     one before the target's its epilogue as long as the others' (_epilogue)."""
+    cache: dict[bytes, list[tuple[int, int]]] = {}
+    found = _runs(codes, cache, short=1 / OVERLONG)
     spec = _spec_passes(codes, targets=1)
     counts = [len(layers) for layers in spec or []]
-    if spec and counts.count(max(counts)) == 1:
+    # a run of more layers than the verify pass is one forward pass that the passes told apart cut into parts
+    if spec and counts.count(max(counts)) == 1 and max(found.counts, default=0) <= max(counts):
         spans = [_with_final_norm(codes, (layers[0][0], layers[-1][1]), layers[-1][0]) for layers in spec]
         verify = counts.index(max(counts))
         return _draft_of(codes, spans[verify], spans[:verify] + spans[verify + 1 :])
-    cache: dict[bytes, list[tuple[int, int]]] = {}
-    found = _runs(codes, cache, short=1 / OVERLONG)
     if len(found.runs) < 2:
         return None
     sizes = [b - a for a, b in found.runs]
@@ -720,17 +728,21 @@ def _draft_of(codes: np.ndarray, target: tuple[int, int], passes: list[tuple[int
 
 def _whole_passes(codes: np.ndarray, found: _Runs) -> bool:
     """Whether the step's runs of layers are whole forward passes: between two of them lie one's epilogue and the
-    next one's prologue, at least MIN_GLUE kernels (a final norm, the LM head, the next embedding) and no layer of
-    MIN_BLOCK kernels or more (a dense layer between dense and MoE ones, left out of the runs for its length), and
-    between two passes of the drafter (of fewer layers than the most) the same kernels each time (its sampling and
+    next one's prologue, at least MIN_GLUE kernels (a final norm, the LM head, the next embedding), some of them
+    kernels of the step's own prologue or epilogue that no layer runs (sampling, the embedding: not the end of a MoE
+    layer found in part, whose expert GEMMs vary with the tokens each expert takes), and no layer of MIN_BLOCK
+    kernels or more (a dense layer between dense and MoE ones, left out of the runs for its length), and between
+    two passes of the drafter (of fewer layers than the most) the same kernels each time (its sampling and
     embedding: not the rest of MoE layers found in part, whose expert loops differ)."""
     most = max(found.counts)
+    layers_run = set(np.concatenate([codes[a:b] for a, b in found.spans]).tolist())
+    own = set(codes[: found.runs[0][0]].tolist()) | set(codes[found.runs[-1][1] :].tolist())
     drafter_glue = set()
     for ((_, end), (start, _)), pair in zip(
         itertools.pairwise(found.runs), itertools.pairwise(found.counts), strict=True
     ):
         inside = any(end <= a and b <= start and b - a >= period.MIN_BLOCK for a, b in found.spans)
-        if start - end < MIN_GLUE or inside:
+        if start - end < MIN_GLUE or inside or not (own - layers_run).intersection(codes[end:start].tolist()):
             return False
         if max(pair) < most:
             drafter_glue.add(codes[end:start].tobytes())

@@ -352,6 +352,28 @@ def with_closing_block(codes: np.ndarray, fit: PeriodFit | None) -> PeriodFit | 
     return fit
 
 
+def with_first_layer_whole(codes: np.ndarray, fit: PeriodFit | None) -> PeriodFit | None:
+    """The fit with every boundary after the first layer's start moved on by d kernels, where the layers meet, the
+    first is d kernels shorter than the later ones mostly are, and every later layer opens with the d kernels that
+    follow the last one, which the first does not open with: the unit was found out of phase by a block (Persimmon's
+    MLP half: its post-attention LayerNorm opened each found layer, as the input LayerNorm does), which closes the
+    layer before. The first layer, which opens where the prologue ends, was cut short, and the last one's block was
+    left to the epilogue. A first layer of another kind (dense before MoE) opens with the later ones' opening
+    block, and the final norm, not a layer's closing block, follows the last."""
+    if fit is None or len(fit.layers) < 3:
+        return fit
+    spans = _bounds(fit.layers)
+    (first, second), end = spans[0], spans[-1][1]
+    d = _most_common([b - a for a, b in spans[1:]]) - (second - first)
+    if d < 1 or end + d > len(codes) or any(b != c for (_, b), (c, _) in itertools.pairwise(spans)):
+        return fit
+    block = codes[end : end + d]
+    opened = np.mean([np.array_equal(codes[a : a + d], block) for a, _ in spans[1:]])
+    if opened < NORM_SHARE or np.array_equal(codes[first : first + d], block):
+        return fit
+    return _refit(codes, fit, list(itertools.pairwise([first, *(a + d for a, _ in spans[1:]), end + d])))
+
+
 def usual_edge(layers: Sequence[np.ndarray], last: bool) -> np.ndarray:
     """The longest run of last kernels (`last`) or first kernels that at least half of `layers` end or open with
     (layers of the kind most are: the MoE layers after a few dense ones)."""
@@ -429,12 +451,15 @@ def with_known_cuts(codes: np.ndarray, fit: PeriodFit | None) -> PeriodFit | Non
     """The fit with the boundary between two neighbouring layers that are each the only one of their kind moved
     to where both become kinds other layers are, kernel for kernel: a boundary placed where the unit's phase put
     it, between layers of kinds the unit does not hold (the last dense layer before the MoE ones, cut inside the
-    first MoE layer). Moved only where exactly one place does that."""
+    first MoE layer; two dense layers before MoE ones cut at a norm inside the attention of the second, a third
+    dense layer found whole). Moved only where exactly one place does that. First, a layer that is two layers of
+    kinds other layers are, kernel for kernel, is cut in two (`_known_halves`)."""
     if fit is None or len(fit.layers) < 3:
         return fit
+    fit = _known_halves(codes, fit)
     spans = _bounds(fit.layers)
     kinds = collections.Counter(codes[a:b].tobytes() for a, b in spans)
-    known = {kind for kind, count in kinds.items() if count >= 2}
+    known = set(kinds)  # a part of the kind of one other layer makes two of it
     lengths = {len(kind) // codes.itemsize for kind in known}
     moved = list(spans)
     for i, ((a, b), (c, d)) in enumerate(itertools.pairwise(spans)):
@@ -442,7 +467,7 @@ def with_known_cuts(codes: np.ndarray, fit: PeriodFit | None) -> PeriodFit | Non
             continue  # apart, moved with the layer before, or of a kind other layers are
         cuts = [
             a + n
-            for n in lengths
+            for n in lengths - {b - a}
             if d - a - n in lengths and codes[a : a + n].tobytes() in known and codes[a + n : d].tobytes() in known
         ]
         if len(cuts) == 1:
@@ -450,6 +475,28 @@ def with_known_cuts(codes: np.ndarray, fit: PeriodFit | None) -> PeriodFit | Non
     if moved == spans:
         return fit
     return _refit(codes, fit, moved)
+
+
+def _known_halves(codes: np.ndarray, fit: PeriodFit) -> PeriodFit:
+    """The fit with each layer of a kind no other layer is cut in two where exactly one place makes both parts
+    kinds other layers are, kernel for kernel: two layers of kinds found elsewhere, left as one (the last dense
+    layer and the first layer after it, when the step opens with a variant of its attention)."""
+    spans = _bounds(fit.layers)
+    kinds = collections.Counter(codes[a:b].tobytes() for a, b in spans)
+    known = {kind for kind, count in kinds.items() if count >= 2}
+    lengths = {len(kind) // codes.itemsize for kind in known}
+    cut: list[tuple[int, int]] = []
+    for a, b in spans:
+        cuts = [
+            a + n
+            for n in lengths
+            if kinds[codes[a:b].tobytes()] == 1
+            and b - a - n in lengths
+            and codes[a : a + n].tobytes() in known
+            and codes[a + n : b].tobytes() in known
+        ]
+        cut += [(a, cuts[0]), (cuts[0], b)] if len(cuts) == 1 else [(a, b)]
+    return fit if len(cut) == len(spans) else _refit(codes, fit, cut)
 
 
 def with_blocks_before_their_layers(codes: np.ndarray, fit: PeriodFit | None) -> PeriodFit | None:
@@ -1040,10 +1087,11 @@ def boundary_cuts(unit: np.ndarray, context: tuple[int, int, int] | None = None)
       MoE layers in turn, linear and full attention, sliding and full attention).
     An odd number of halves, or only two, is one layer. A `context` given is another unit's (a layer of another
     length cut where the unit's layers meet). A layer's residual add is not its norm's first kernel: a unit whose
-    last kernel is its first starts inside a run of one kernel (an expert loop), not where a layer starts."""
+    last kernel is its first or its second starts inside a loop of one or two kernels (an expert loop), not where a
+    layer starts (mixers.in_loop)."""
     length = len(unit)
     context = context or _unit_context(unit)
-    if length < 4 or context[0] == context[1]:  # a unit that cuts through a run of one kernel opens no layer
+    if length < 4 or mixers.in_loop(context):
         return None
     marks = [int(j) for j in mixers.marks_of(unit, context)]
     if not marks:

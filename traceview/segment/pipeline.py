@@ -402,7 +402,8 @@ def _solve_steps(
         fit = period.with_known_cuts(codes[lo:hi], fit)
         fit = period.with_blocks_before_their_layers(codes[lo:hi], fit)
         fit = period.without_kernels_between(codes[lo:hi], period.with_doubled_opening(codes[lo:hi], fit))
-        fit = period.with_closing_block(codes[lo:hi], period.with_edge_copies(codes[lo:hi], fit))
+        fit = period.with_first_layer_whole(codes[lo:hi], period.with_edge_copies(codes[lo:hi], fit))
+        fit = period.with_closing_block(codes[lo:hi], fit)
         return period.verify_pass(codes[lo:hi], fit, spec.MIN_VERIFY_LAYERS) if verify[lo] else fit
 
     cache: dict[bytes, period.PeriodFit | None] = {}
@@ -810,7 +811,9 @@ def _structure_doubts(con: duckdb.DuckDBPyConnection) -> list[str]:
     beside it (`period.extends_another`), and steps whose kernels before their first layer or after their last are
     half a layer's or more and nearly all of kinds the layers run, or whose kernels before the first layer are a
     layer's or more and the layer-long stretch just before it at least half of such kinds (NEAR_EDGE_SHARE: a layer
-    of another kind left out, beside the embedding's kernels)."""
+    of another kind left out, beside the embedding's kernels), or half a layer's or more and the half-layer stretch
+    just before it nearly all of such kinds (a half of the first layer left out: layers found a half out of phase,
+    as sandwich norms make them, one norm before each mixer and one after)."""
     layers = con.execute(
         """
         SELECT DISTINCT list(k.code ORDER BY k.start_ns, k.activity_id)
@@ -847,12 +850,15 @@ def _structure_doubts(con: duckdb.DuckDBPyConnection) -> list[str]:
         ),
         outside AS (
             SELECT rank, step, before, count(*) AS n, avg(known) AS known_share,
-                   avg(known) FILTER (away <= (SELECT n FROM typical)) AS near_share
+                   avg(known) FILTER (away <= (SELECT n FROM typical)) AS near_share,
+                   avg(known) FILTER (away <= (SELECT n FROM typical) / 2) AS half_share
             FROM edge GROUP BY ALL
         ),
         beside AS (SELECT rank, step, sum(n) AS n FROM outside GROUP BY ALL)  -- both sides of the layers
         SELECT count(DISTINCT (rank, step)) FILTER ((outside.n >= 0.5 * typical.n AND known_share >= $share)
-                                                     OR (before AND outside.n >= typical.n AND near_share >= $near)),
+                                                     OR (before AND outside.n >= typical.n AND near_share >= $near)
+                                                     OR (before AND outside.n >= 0.5 * typical.n
+                                                         AND half_share >= $share)),
                (SELECT count(*) FROM beside, typical WHERE beside.n >= $far * typical.n)
         FROM outside, typical
         """,
@@ -892,25 +898,29 @@ def _structure_doubts(con: duckdb.DuckDBPyConnection) -> list[str]:
 
 
 def _cut_windows(con: duckdb.DuckDBPyConnection) -> int:
-    """Ranks whose first kernel and last kernel are both kernels that most of their inferred layers run (at least half
-    as many layer instances as the most common kernel): a forward pass opens with the embedding and ends with the LM
-    head (and a decode step with the sampling), so a trace that starts and ends with layers' kernels was captured
-    from inside one pass to inside another."""
+    """Ranks whose first three kernels and last three kernels both run, in that order, inside an inferred layer: a
+    forward pass opens with the embedding and ends with the LM head (and a decode step with the sampling), so a trace
+    that starts and ends with layers' kernels was captured from inside one pass to inside another. Three kernels in
+    a row, not one: an embedding's gather or an LM head's GEMM alone is also a kernel some layers run (MoE routing,
+    projections)."""
     return con.execute(
         """
-        WITH ends AS (
-            SELECT rank, arg_min(code, (start_ns, activity_id)) AS first, arg_max(code, (start_ns, activity_id)) AS last
-            FROM _seg_k WHERE kind = 'kernel' GROUP BY rank
-        ), ran AS (  -- per rank and kernel, how many of the rank's inferred layer instances run it
-            SELECT k.rank, k.code, count(DISTINCT (l.step, l.layer)) AS layers
-            FROM _seg_layer_of l JOIN _seg_k k USING (activity_id)
-            WHERE l.method = 'period' AND l.kind = 'kernel' GROUP BY ALL
-        ), known AS (  -- the kernels most of them run (not an embedding's gather that a MoE layer also runs)
-            SELECT rank, code FROM ran JOIN (SELECT rank, max(layers) AS most FROM ran GROUP BY rank) USING (rank)
-            WHERE 2 * layers >= most
+        WITH k AS (
+            SELECT k.rank, k.code, l.step, l.layer,
+                   row_number() OVER (PARTITION BY k.rank ORDER BY k.start_ns, k.activity_id) AS i,
+                   count(*) OVER (PARTITION BY k.rank) AS n
+            FROM _seg_k k LEFT JOIN _seg_layer_of l ON l.activity_id = k.activity_id AND l.method = 'period'
+            WHERE k.kind = 'kernel'
+        ), runs AS (  -- every three kernels in a row, and whether one inferred layer instance runs all three
+            SELECT rank, i, n, (code, lead(code, 1) OVER w, lead(code, 2) OVER w) AS three,
+                   layer IS NOT NULL AND lead(layer, 2) OVER w IS NOT DISTINCT FROM layer
+                   AND lead(step, 2) OVER w IS NOT DISTINCT FROM step AS in_layer
+            FROM k WINDOW w AS (PARTITION BY rank ORDER BY i)
+        ), inside AS (SELECT DISTINCT rank, three FROM runs WHERE in_layer)
+        SELECT count(*) FROM (
+            SELECT rank FROM runs WHERE n >= 6 AND (i = 1 OR i = n - 2) AND (rank, three) IN (SELECT * FROM inside)
+            GROUP BY rank HAVING count(*) = 2
         )
-        SELECT count(*) FROM ends
-        WHERE (rank, first) IN (SELECT (rank, code) FROM known) AND (rank, last) IN (SELECT (rank, code) FROM known)
         """
     ).fetchall()[0][0]
 
