@@ -330,3 +330,19 @@ def test_a_drafters_passes_are_parted_by_the_same_glue_each_time() -> None:
     starts = [80 + (len(moe_rest) + 20) * i + len(moe_rest) for i in range(4)]
     found = passes._Runs([(0, 80), *[(s, s + 20) for s in starts]], [60, *starts], [4, 1, 1, 1, 1], 20, [])
     assert passes._whole_passes(np.array(same, dtype=np.int64), found)
+
+
+def test_an_instance_that_opens_with_its_embedding_is_a_forward_pass() -> None:
+    """AX-K1 decode at batch 2: MoE layers of many lengths repeat no unit, whole passes nearly do, and the layers
+    found inside one pass filled it, its embedding in the dense first layer and its LM head in the last: read as a
+    unit of eight layers of several kinds, the four steps were one step of eight half-pass "layers". An instance
+    that opens with a kernel none of its later layers opens with is a forward pass; a unit of layers opens with a
+    layer's norm, as its other layers do."""
+    pass_ = np.array(PROLOGUE + ATTENTION + MLP + (ATTENTION + MOE) * 7 + EPILOGUE, dtype=np.int64)
+    starts = [0, len(PROLOGUE + ATTENTION + MLP)]
+    starts += [starts[-1] + len(ATTENTION + MOE) * i for i in range(1, 8)]
+    filled = period._fit_of(pass_, list(itertools.pairwise([*starts, len(pass_)])))
+    assert passes._opens_otherwise(pass_, filled)
+    unit = codes_of([LINEAR + MLP] * 3 + [ATTENTION + MLP])
+    bounds = list(itertools.accumulate([0, *[len(LINEAR + MLP)] * 3, len(ATTENTION + MLP)]))
+    assert not passes._opens_otherwise(unit, period._fit_of(unit, list(itertools.pairwise(bounds))))

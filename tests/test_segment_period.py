@@ -640,6 +640,24 @@ def test_a_first_layer_found_late_opens_at_its_own_norm() -> None:
     assert fit is not None and [(s.start, s.end) for s in fit.layers] == truth
 
 
+def test_a_first_layer_found_from_the_steps_first_kernel_opens_at_its_norm() -> None:
+    """AX-K1 decode at batch 2: each step's layers were found two kernels late (at the eps add inside the input
+    RMSNorm), and the first one from the step's first kernel, the embedding taken in. The later layers move to their
+    norms, and the first opens at its own: what runs before it is the prologue."""
+    norm, add = 1, 2
+    plain, shared = [norm, 3, 4, 5, add, norm, 6, 7, add], [norm, 3, 4, 5, add, norm, 6, 8, add, norm, 7, add]
+    layers = [plain, shared, plain, shared, plain, plain, shared, plain]  # a shared expert's add, then a norm
+    codes = np.array([10, 11, 12, *[k for layer in layers for k in layer], norm, 9], dtype=np.int64)
+    norms = codes == norm
+    bounds = list(itertools.accumulate([3, *map(len, layers)]))
+    truth = list(itertools.pairwise(bounds))
+    late = [(0, truth[1][0] + 2), *[(a + 2, b + 2) for a, b in truth[1:]]]
+    fit = period.at_norms(
+        codes, period.PeriodFit(tuple(period.LayerSpan(a, b, 1.0) for a, b in late), 9, 0.9, 1.0), norms
+    )
+    assert fit is not None and [(s.start, s.end) for s in fit.layers] == truth
+
+
 def test_post_norm_layers_that_end_with_their_norm_stay_as_found() -> None:
     codes, norms, truth = _pre_norm_step(8, post_norm=True)
     found = period.PeriodFit(tuple(period.LayerSpan(a, b, 1.0) for a, b in truth), 9, 0.9, 1.0)

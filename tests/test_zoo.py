@@ -200,9 +200,7 @@ def test_batch_one_float16_layers(run: str) -> None:
     attention's routing made one step's unit of another phase, every layer 25 kernels late (209 kernels, warned);
     such a step's layers move to the nearest place they open as the other steps' layers do, the last closing as
     they close (period.in_phase_with). Each exact, with no warning."""
-    labels, trace = next(case for case in zoo_accuracy.zoo_cases(HELD_FOUR) if case[0].stem == run)
-    row = zoo_accuracy.check_zoo(labels, trace, hint=False)
-    assert row.exact and not row.warnings, (FOUR[run], row)
+    assert_exact_and_unwarned(HELD_FOUR, run, FOUR[run])
 
 
 FIVE = {
@@ -246,9 +244,14 @@ def test_batch_two_float32_layers(run: str) -> None:
     (pipeline._cut_windows). GPT-2 as a CUDA graph: its labels gave layers of 27, 26, 27 ... 25 kernels, the capture's
     split-K memory sets counted as replayed (truth.kineto_kernels counts kernel launches only; relabelled). Each
     exact, with no warning."""
-    labels, trace = next(case for case in zoo_accuracy.zoo_cases(HELD_FIVE) if case[0].stem == run)
+    assert_exact_and_unwarned(HELD_FIVE, run, FIVE[run])
+
+
+def assert_exact_and_unwarned(root: Path, run: str, why: str) -> None:
+    """The run `run` of the recording `root` is exact kernel by kernel and raises no warning (`why`: what it was)."""
+    labels, trace = next(case for case in zoo_accuracy.zoo_cases(root) if case[0].stem == run)
     row = zoo_accuracy.check_zoo(labels, trace, hint=False)
-    assert row.exact and not row.warnings, (FIVE[run], row)
+    assert row.exact and not row.warnings, (why, row)
 
 
 def test_a_loop_inside_a_layer_with_glue_on_both_sides_is_warned() -> None:

@@ -603,7 +603,8 @@ def _inner_layers(
     between a prologue and an epilogue; the experts of a layer's loop leave its attention out) and do not fill it
     from end to end (the layers of a hybrid unit: three linear-attention layers and a full one) or are more than
     such a unit holds (MAX_UNIT_LAYERS: an instance out of phase with the passes, whose glue a layer took in, as
-    MoE layers whose expert loops vary do). `nested`: found
+    MoE layers whose expert loops vary do) or the instance opens otherwise than its later layers (_opens_otherwise:
+    with its embedding). `nested`: found
     by _layers inside the instance, and also taken when they are copies of one unit (a run of a drafter's passes)
     or cover PASSES_COVERAGE of an instance that is a whole step of speculative decoding (step_drafts: a drafter's
     passes and a target's). Identical instances are solved once (`cache`, keyed by their kernels)."""
@@ -622,7 +623,7 @@ def _inner(unit: np.ndarray, opens: np.ndarray | None) -> list[tuple[int, int]]:
     if (
         fit is not None
         and fit.coverage >= INNER_COVERAGE
-        and (len(fit.layers) > MAX_UNIT_LAYERS or not _all_layers(unit))
+        and (len(fit.layers) > MAX_UNIT_LAYERS or _opens_otherwise(unit, fit) or not _all_layers(unit))
     ):
         return [(s.start, s.end) for s in fit.layers]
     graphs = period.find_layers(unit, kinds=False, opens=opens) if opens is not None else None
@@ -639,6 +640,13 @@ def _nested_inner(
         covered >= PASSES_COVERAGE and step_drafts(codes[lo:hi]) is not None
     )
     return inner if good else []
+
+
+def _opens_otherwise(unit: np.ndarray, fit: period.PeriodFit) -> bool:
+    """Whether an instance opens with a kernel that none of its layers after the first opens with: a forward pass
+    opens with its embedding, which its first layer took in when the layers found fill it (a dense first layer
+    before MoE ones of many lengths); a unit of layers of several kinds opens with a layer's norm."""
+    return int(unit[0]) not in {int(unit[s.start]) for s in fit.layers[1:]}
 
 
 def _all_layers(unit: np.ndarray) -> bool:

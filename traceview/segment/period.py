@@ -308,9 +308,13 @@ def _with_layer_before(bounds: list[tuple[int, int]], norms: np.ndarray, median:
 def _from_first_norm(first: tuple[int, int], norms: np.ndarray, median: int) -> tuple[int, int]:
     """The first layer from its own norm when it was found starting late, shorter than the others (at the norm of
     its channel mixer, or after it): the last norm (positions `norms`) before its start, when that makes it no
-    longer than a `median` layer."""
+    longer than a `median` layer. A first layer found from the step's first kernel opens at its first norm: what
+    runs before it is the prologue (the embedding, which the first layer took in when the layers found fill a whole
+    pass)."""
     start, end = first
     before = norms[norms < start]
+    if start == 0 and len(inside := norms[norms < end]) and inside[0] > 0:
+        return int(inside[0]), end
     if not len(before) or end - before[-1] > median:
         return first
     return int(before[-1]), end
@@ -465,11 +469,7 @@ def with_known_cuts(codes: np.ndarray, fit: PeriodFit | None) -> PeriodFit | Non
     for i, ((a, b), (c, d)) in enumerate(itertools.pairwise(spans)):
         if b != c or moved[i] != (a, b) or kinds[codes[a:b].tobytes()] > 1 or kinds[codes[c:d].tobytes()] > 1:
             continue  # apart, moved with the layer before, or of a kind other layers are
-        cuts = [
-            a + n
-            for n in lengths - {b - a}
-            if d - a - n in lengths and codes[a : a + n].tobytes() in known and codes[a + n : d].tobytes() in known
-        ]
+        cuts = [cut for cut in _cuts_into_known(codes, (a, d), known, lengths) if cut != b]
         if len(cuts) == 1:
             moved[i], moved[i + 1] = (a, cuts[0]), (cuts[0], d)
     if moved == spans:
@@ -487,16 +487,19 @@ def _known_halves(codes: np.ndarray, fit: PeriodFit) -> PeriodFit:
     lengths = {len(kind) // codes.itemsize for kind in known}
     cut: list[tuple[int, int]] = []
     for a, b in spans:
-        cuts = [
-            a + n
-            for n in lengths
-            if kinds[codes[a:b].tobytes()] == 1
-            and b - a - n in lengths
-            and codes[a : a + n].tobytes() in known
-            and codes[a + n : b].tobytes() in known
-        ]
+        cuts = _cuts_into_known(codes, (a, b), known, lengths) if kinds[codes[a:b].tobytes()] == 1 else []
         cut += [(a, cuts[0]), (cuts[0], b)] if len(cuts) == 1 else [(a, b)]
     return fit if len(cut) == len(spans) else _refit(codes, fit, cut)
+
+
+def _cuts_into_known(codes: np.ndarray, span: tuple[int, int], known: set[bytes], lengths: set[int]) -> list[int]:
+    """Where the kernels `span` split into two parts of `known` kinds (kernel sequences, `lengths` long)."""
+    a, b = span
+    return [
+        a + n
+        for n in lengths
+        if b - a - n in lengths and codes[a : a + n].tobytes() in known and codes[a + n : b].tobytes() in known
+    ]
 
 
 def with_blocks_before_their_layers(codes: np.ndarray, fit: PeriodFit | None) -> PeriodFit | None:
