@@ -315,21 +315,21 @@ def test_a_drafters_passes_are_parted_by_the_same_glue_each_time() -> None:
     parted by the rest of each MoE layer - which looked like a drafter's six one-layer passes and a verify. Between
     a drafter's passes lie its sampling and next embedding, the same kernels each time; the rest of MoE layers whose
     expert loops differ are not."""
-    half, moe_rest = list(range(10, 30)), list(range(40, 52))
-    runs, codes = [(0, 80)], [*half * 4]
+    half, moe_rest, embedding, sampling = list(range(10, 30)), list(range(40, 52)), [40, 41], [50, 51]
+    runs, codes = [(2, 82)], [*embedding, *half * 4]
     for experts in (2, 4, 3, 5):
         gap = [*moe_rest, *range(60, 60 + experts)]
         start = len(codes) + len(gap)
         codes += [*gap, *half]
         runs.append((start, start + len(half)))
     found = passes._Runs(runs, [b - 20 for _, b in runs], [4, 1, 1, 1, 1], 20, [])
-    assert not passes._whole_passes(np.array(codes, dtype=np.int64), found)
-    same = [*half * 4]
+    assert not passes._whole_passes(np.array([*codes, *sampling], dtype=np.int64), found)
+    same = [*embedding, *half * 4]
     for _ in range(4):
         same += [*moe_rest, *half]
-    starts = [80 + (len(moe_rest) + 20) * i + len(moe_rest) for i in range(4)]
-    found = passes._Runs([(0, 80), *[(s, s + 20) for s in starts]], [60, *starts], [4, 1, 1, 1, 1], 20, [])
-    assert passes._whole_passes(np.array(same, dtype=np.int64), found)
+    starts = [82 + (len(moe_rest) + 20) * i + len(moe_rest) for i in range(4)]
+    found = passes._Runs([(2, 82), *[(s, s + 20) for s in starts]], [62, *starts], [4, 1, 1, 1, 1], 20, [])
+    assert passes._whole_passes(np.array([*same, *sampling], dtype=np.int64), found)
 
 
 def test_an_instance_that_opens_with_its_embedding_is_a_forward_pass() -> None:

@@ -18,7 +18,7 @@ from conftest import plain
 from labelled_cases import labelled_cases
 
 from traceview import api
-from traceview.segment import mixers, passes, pipeline
+from traceview.segment import mixers, passes, period, pipeline
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT / "sample_traces" / "corpus"), str(ROOT / "bench"), str(ROOT / "sample_traces" / "zoo")]
@@ -97,7 +97,9 @@ def test_a_step_whose_layers_are_out_of_phase_is_doubted(monkeypatch: pytest.Mon
     where the layer really opens (passes._first_layer_start), and each pass opens with the trace's first kernel
     (passes._openings). With neither, the run is a miss and the warning says the step's layers are out of phase
     when its layers are not moved to open as the other steps' layers do either (pipeline._in_phase_with_other_steps,
-    which mends that step's layers: then only glue between passes, 31 kernels, lies in the wrong step)."""
+    which mends that step's layers: then only glue between passes, 31 kernels, lies in the wrong step; nor by
+    period.with_first_layer_whole, nor by period.at_norms, whose first layer found from the step's first kernel opens
+    at its norm)."""
     labels, trace = next(case for case in zoo_accuracy.zoo_cases(EIGHT_STEPS) if case[0].stem == "qwen2_default_decode")
     assert zoo_accuracy.check_zoo(labels, trace, hint=False).exact
     monkeypatch.setattr(passes, "_openings", lambda codes, found: None)
@@ -105,6 +107,8 @@ def test_a_step_whose_layers_are_out_of_phase_is_doubted(monkeypatch: pytest.Mon
     monkeypatch.setattr(passes, "_first_layer_start", lambda codes, spans, lo, start: start)
     monkeypatch.setattr(mixers, "MAX_FAR_CONTEXTS", 0)  # which find that step's layers from where their mixers open
     monkeypatch.setattr(pipeline, "_in_phase_with_other_steps", lambda codes, rank, steps, fits: fits)
+    monkeypatch.setattr(period, "with_first_layer_whole", lambda codes, fit: fit)  # which move them as well
+    monkeypatch.setattr(period, "at_norms", lambda codes, fit, norms: fit)
     row = zoo_accuracy.check_zoo(labels, trace, hint=False)
     assert not row.exact and any("out of phase" in w for w in row.warnings), row
 

@@ -688,15 +688,14 @@ def step_drafts(codes: np.ndarray) -> np.ndarray | None:
     step's start (or the end of the target's pass) to the end of its last
     pass before the target's (or the step's end); each pass takes the glue before it (its prologue), and the last
     one before the target's its epilogue as long as the others' (_epilogue)."""
-    cache: dict[bytes, list[tuple[int, int]]] = {}
-    found = _runs(codes, cache, short=1 / OVERLONG)
     spec = _spec_passes(codes, targets=1)
     counts = [len(layers) for layers in spec or []]
-    # a run of more layers than the verify pass is one forward pass that the passes told apart cut into parts
-    if spec and counts.count(max(counts)) == 1 and max(found.counts, default=0) <= max(counts):
+    if spec and counts.count(max(counts)) == 1 and _glued(codes, spec):
         spans = [_with_final_norm(codes, (layers[0][0], layers[-1][1]), layers[-1][0]) for layers in spec]
         verify = counts.index(max(counts))
         return _draft_of(codes, spans[verify], spans[:verify] + spans[verify + 1 :])
+    cache: dict[bytes, list[tuple[int, int]]] = {}
+    found = _runs(codes, cache, short=1 / OVERLONG)
     if len(found.runs) < 2:
         return None
     sizes = [b - a for a, b in found.runs]
@@ -734,6 +733,24 @@ def _draft_of(codes: np.ndarray, target: tuple[int, int], passes: list[tuple[int
     return draft_of
 
 
+def _glued(codes: np.ndarray, passes: list[list[tuple[int, int]]]) -> bool:
+    """Whether between every two of the forward `passes` (each its layers) runs a kernel of the step's own prologue
+    or epilogue (before the first pass, after the last) that no layer runs: the glue between two passes holds the LM
+    head, sampling or the embedding; the parts of MoE layers told apart as passes (an expert loop's GEMMs between
+    copies of a loop) hold only kernels layers run."""
+    layers_run = {code for layers in passes for a, b in layers for code in codes[a:b].tolist()}
+    own = _own_kernels(codes, (passes[0][0][0], passes[-1][-1][1]), layers_run)
+    return all(
+        own.intersection(codes[before[-1][1] : after[0][0]].tolist()) for before, after in itertools.pairwise(passes)
+    )
+
+
+def _own_kernels(codes: np.ndarray, layers: tuple[int, int], layers_run: set[int]) -> set[int]:
+    """The kernels of a step's own prologue (before `layers`, from its first layer to its last) and epilogue (after
+    them) that no layer runs (`layers_run`): the embedding, the LM head, sampling."""
+    return (set(codes[: layers[0]].tolist()) | set(codes[layers[1] :].tolist())) - layers_run
+
+
 def _whole_passes(codes: np.ndarray, found: _Runs) -> bool:
     """Whether the step's runs of layers are whole forward passes: between two of them lie one's epilogue and the
     next one's prologue, at least MIN_GLUE kernels (a final norm, the LM head, the next embedding), some of them
@@ -743,14 +760,15 @@ def _whole_passes(codes: np.ndarray, found: _Runs) -> bool:
     two passes of the drafter (of fewer layers than the most) the same kernels each time (its sampling and
     embedding: not the rest of MoE layers found in part, whose expert loops differ)."""
     most = max(found.counts)
-    layers_run = set(np.concatenate([codes[a:b] for a, b in found.spans]).tolist())
-    own = set(codes[: found.runs[0][0]].tolist()) | set(codes[found.runs[-1][1] :].tolist())
+    own = _own_kernels(
+        codes, (found.runs[0][0], found.runs[-1][1]), {c for a, b in found.spans for c in codes[a:b].tolist()}
+    )
     drafter_glue = set()
     for ((_, end), (start, _)), pair in zip(
         itertools.pairwise(found.runs), itertools.pairwise(found.counts), strict=True
     ):
         inside = any(end <= a and b <= start and b - a >= period.MIN_BLOCK for a, b in found.spans)
-        if start - end < MIN_GLUE or inside or not (own - layers_run).intersection(codes[end:start].tolist()):
+        if start - end < MIN_GLUE or inside or not own.intersection(codes[end:start].tolist()):
             return False
         if max(pair) < most:
             drafter_glue.add(codes[end:start].tobytes())
