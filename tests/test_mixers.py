@@ -346,3 +346,19 @@ def test_an_instance_that_opens_with_its_embedding_is_a_forward_pass() -> None:
     unit = codes_of([LINEAR + MLP] * 3 + [ATTENTION + MLP])
     bounds = list(itertools.accumulate([0, *[len(LINEAR + MLP)] * 3, len(ATTENTION + MLP)]))
     assert not passes._opens_otherwise(unit, period._fit_of(unit, list(itertools.pairwise(bounds))))
+
+
+def test_a_verify_whose_run_goes_on_past_it_is_part_of_a_pass() -> None:
+    """AFMoE with three dense layers, decode at batch 2: the routing between MoE layers' expert loops, which holds
+    kernels of the step's own prologue (gathers, index arithmetic), parted a "verify" of four layers from nineteen
+    one-layer "passes" after it, while the repeating unit found all twenty layers in one run. A run of more layers than
+    the verify that goes on past it by a layer is one forward pass; a drafter's one-layer passes that join the
+    verify's run before it end where the verify does."""
+    verify = [(60 + 73 * i, 133 + 73 * i) for i in range(4)]
+    after = [[(367 + 118 * i, 470 + 118 * i)] for i in range(19)]
+    found = passes._Runs([(288, 2638)], [2530], [20], 117, [])
+    assert passes._run_past([verify, *after], [4, *[1] * 19], found)
+    drafts = [[(3 + 29 * i, 20 + 29 * i)] for i in range(4)]
+    target = [(119 + 17 * i, 136 + 17 * i) for i in range(6)]
+    joined = passes._Runs([(0, 230)], [204], [10], 17, [])
+    assert not passes._run_past([*drafts, target], [1, 1, 1, 1, 6], joined)

@@ -232,10 +232,11 @@ def test_batch_two_float32_layers(run: str) -> None:
     in a phase that opens inside an expert loop of GEMM and reduction marked every pair a layer (463, 900, 1,000
     layers a step); a boundary context whose first kernel comes back as its third opens no layer (mixers.in_loop).
     Qwen2-MoE, Laguna and DeepSeek-V3.2 with MoE every other layer: expert loops told apart as forward passes were read
-    as a drafter's passes and a verify of fewer layers than the step runs in one run; a run of more layers than the
-    verify pass is one pass (passes.step_drafts). Qwen2-MoE with MoE every other layer: the end of a MoE layer found
-    in part was taken for the glue between a drafter's pass and the target's; glue holds a kernel of the step's own
-    prologue or epilogue that no layer runs (passes._whole_passes). AFMoE: the four decode steps were one step, the
+    as a drafter's passes and a verify of fewer layers than the step runs in one run; glue between passes holds a
+    kernel of the step's own prologue or epilogue that no layer runs (passes._glued), and a run of more layers than
+    the verify going on past it makes the verify a part of one pass (passes._run_past). Qwen2-MoE with MoE every other
+    layer: the end of a MoE layer found in part was taken for the glue between a drafter's pass and the target's
+    (the same rule, passes._whole_passes). AFMoE: the four decode steps were one step, the
     unit a whole pass out of phase with the passes, whose glue a layer took in; its layers were read as a unit of
     layers of several kinds, which holds a few, not twenty (passes._inner). Persimmon: the post-attention LayerNorm
     opened every found layer, as the input one does (64 kernels, warned; period.with_first_layer_whole). AX-K1 with

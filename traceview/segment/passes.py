@@ -688,14 +688,14 @@ def step_drafts(codes: np.ndarray) -> np.ndarray | None:
     step's start (or the end of the target's pass) to the end of its last
     pass before the target's (or the step's end); each pass takes the glue before it (its prologue), and the last
     one before the target's its epilogue as long as the others' (_epilogue)."""
+    cache: dict[bytes, list[tuple[int, int]]] = {}
+    found = _runs(codes, cache, short=1 / OVERLONG)
     spec = _spec_passes(codes, targets=1)
     counts = [len(layers) for layers in spec or []]
-    if spec and counts.count(max(counts)) == 1 and _glued(codes, spec):
+    if spec and counts.count(max(counts)) == 1 and _glued(codes, spec) and not _run_past(spec, counts, found):
         spans = [_with_final_norm(codes, (layers[0][0], layers[-1][1]), layers[-1][0]) for layers in spec]
         verify = counts.index(max(counts))
         return _draft_of(codes, spans[verify], spans[:verify] + spans[verify + 1 :])
-    cache: dict[bytes, list[tuple[int, int]]] = {}
-    found = _runs(codes, cache, short=1 / OVERLONG)
     if len(found.runs) < 2:
         return None
     sizes = [b - a for a, b in found.runs]
@@ -742,6 +742,18 @@ def _glued(codes: np.ndarray, passes: list[list[tuple[int, int]]]) -> bool:
     own = _own_kernels(codes, (passes[0][0][0], passes[-1][-1][1]), layers_run)
     return all(
         own.intersection(codes[before[-1][1] : after[0][0]].tolist()) for before, after in itertools.pairwise(passes)
+    )
+
+
+def _run_past(passes: list[list[tuple[int, int]]], counts: list[int], found: _Runs) -> bool:
+    """Whether a run of layers the repeating unit found holds more layers than the verify pass (the pass of the
+    most, `counts`) and runs on past its end by a layer or more: the verify is a forward pass's part, its "passes"
+    after it the pass's later layers (MoE layers told apart by the routing between their expert loops). A drafter's
+    passes before the verify may join its run, which then ends with the verify's last layer."""
+    verify = passes[counts.index(max(counts))]
+    return any(
+        count > len(verify) and lo < verify[-1][1] and hi - verify[-1][1] >= found.typical
+        for (lo, hi), count in zip(found.runs, found.counts, strict=True)
     )
 
 
