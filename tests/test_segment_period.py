@@ -1018,3 +1018,77 @@ def test_two_layers_cut_at_a_norm_inside_the_second_become_two_of_a_kind_a_third
     cut_at_norm = [(true[0][0], true[0][0] + 5), (true[0][0] + 5, true[1][1]), *true[2:]]
     found = period.with_known_cuts(codes, period._fit_of(period.dense(codes), cut_at_norm))
     assert found is not None and [(s.start, s.end) for s in found.layers] == true
+
+
+def test_layers_found_opening_with_the_residual_add_of_the_layer_before_close_with_it() -> None:
+    """HY-V4 decode (hyper-connections, a dense first layer, then MoE layers): a layer weighs its output and adds
+    the residual streams (mul, add), then the next opens with a projection GEMM before its norm. The dense layer
+    ends that way too, so the repeating unit extended two kernels back and every found layer opened with the layer
+    before's (mul, add); the dense layer was left in the prologue. The block closes the layer before, and the
+    dense layer is then found before the first (with_edge_layers), where the start of the later layers' opening
+    block runs (every projection is the same GEMM and split-K reduction, so the layers' first two kernels run
+    inside it too; its attention runs its own indexer). Layers in phase stay."""
+    gemm = ["gemm", "split_k"]
+    hc = [*gemm, "pow", "mean", "eps", "rsqrt", "mul", "sigmoid", "pow", "mean", "eps", "rsqrt"]
+    attention = [*hc, *gemm, "attention", *gemm, "mul", "add"]
+    own_indexer = [*attention[:14], "indexer", *attention[14:]]  # the first layer selects its own top-k tokens
+    dense = [*own_indexer, *hc, *gemm, "silu", *gemm, "mul", "add"]
+    moe = [*attention, *hc, "router", "topk", *gemm, "silu", *gemm, *gemm, "add", "mul", "add"]
+    names = ["embed", "expand", *dense, *moe * 5, *gemm, "pow", "norm", "lm_head"]
+    codes = codes_of(names)
+    adds = np.array([name == "add" for name in names])
+    bounds = np.cumsum([2, len(dense), *[len(moe)] * 5]).tolist()
+    true = list(itertools.pairwise(bounds))
+    early = [(a - 2, b - 2) for a, b in true[1:]]
+    moved = period.with_residual_adds_closing(codes, period._fit_of(period.dense(codes), early), adds)
+    assert moved is not None and [(s.start, s.end) for s in moved.layers] == true
+    in_phase = period._fit_of(period.dense(codes), true[1:])
+    assert period.with_residual_adds_closing(codes, in_phase, adds) is in_phase
+
+
+@pytest.mark.parametrize("from_step_start", [False, True])
+def test_moe_layers_found_late_by_two_offsets_open_at_their_norms_with_the_dense_layer_before(
+    from_step_start: bool,
+) -> None:
+    """AX-K1 decode at batch 2: its MoE layers close with a norm and a residual add after their experts (three
+    norms a layer), its dense first layer does not (two). In two steps the found layers opened inside the norm,
+    the first MoE layer one kernel nearer it than the others, and the last one ran into the final norm; in one the
+    dense layer was left in the prologue, in the other the first found layer ran from the step's first kernel.
+    Each moves to its norm (the nearer one too), the last ends at the final norm, and the stretch before the first
+    that holds a token mixer's and a channel mixer's norm is the dense layer."""
+    norm, add = 1, 2
+    dense = [norm, 3, 4, 5, add, norm, 6, 7, add]
+    moe = [norm, 3, 4, 5, add, norm, 8, 9, 10, 9, 10, 11, norm, 12, add]
+    layers = [dense, *[moe] * 7]
+    codes = np.array([20, 21, 22, *[k for layer in layers for k in layer], norm, 23, 24], dtype=np.int64)
+    starts = np.cumsum([3, *[len(layer) for layer in layers]]).tolist()
+    truth = list(itertools.pairwise(starts))
+    late = [0] * from_step_start + [starts[1] + 1, *(a + 2 for a in starts[2:-1]), starts[-1] + 1]
+    found = period.PeriodFit(tuple(period.LayerSpan(a, b, 1.0) for a, b in itertools.pairwise(late)), 15, 0.9, 1.0)
+    fit = period.at_norms(codes, found, codes == norm)
+    assert fit is not None and [(s.start, s.end) for s in fit.layers] == truth
+
+
+def test_sandwich_norm_layers_found_a_half_out_of_phase_open_as_the_first_layer_does() -> None:
+    """AFMoE prefill: a norm before and after each mixer (sandwich norms), so a phase that opens each layer at its
+    channel mixer's norm also opens with a norm and closes with a residual add; the first (dense) layer's attention
+    half was left before the first found layer, which ran kernels layers run. The layers open where the block the
+    step's first norm opens with runs: longer than the norm itself, which opens both mixers. In phase: kept."""
+    norm, add = [10, 11, 12, 13], 2
+    projections = [3, 4, 5, 3, 4]  # each mixer opens with the same GEMMs (and split-K reductions)
+    attention = [*norm, *projections, 15, 16, 17, 18, 19, 20, *norm, add]
+    dense = [*attention, *norm, *projections, 6, 7, *norm, add]
+    moe = [*attention, *norm, *projections, 8, 9, 8, 9, *norm, add]
+    layers = [dense, *[moe] * 5]
+    codes = np.array([20, 21, *[k for layer in layers for k in layer], *norm, 22], dtype=np.int64)
+    opens = np.zeros(len(codes), dtype=bool)
+    for at in np.flatnonzero(codes == norm[0]):
+        opens[at] = at == 2 or codes[at - 1] == add  # an eager RMSNorm after the residual add (or the embedding)
+    starts = np.cumsum([2, *[len(layer) for layer in layers]]).tolist()
+    truth = list(itertools.pairwise(starts))
+    half = [a + len(attention) for a in starts[:-1]]  # each opens at the channel mixer's norm; the last half is left
+    found = period.PeriodFit(tuple(period.LayerSpan(a, b, 1.0) for a, b in itertools.pairwise(half)), 25, 0.9, 1.0)
+    fit = period.at_norms(codes, found, opens)
+    assert fit is not None and [(s.start, s.end) for s in fit.layers] == truth
+    in_phase = period.PeriodFit(tuple(period.LayerSpan(a, b, 1.0) for a, b in truth), 25, 0.9, 1.0)
+    assert period.at_norms(codes, in_phase, opens) is in_phase

@@ -222,6 +222,8 @@ HYBRIDS: dict[str, list[tuple[str, dict, int]]] = {
     "nemotron_h": [
         ("mamba_mlp_attn", {"layers_block_type": ["mamba", "mlp", "mamba", "mlp", "attention", "mlp"]}, 6),
         ("mamba_moe_attn", {"layers_block_type": ["mamba", "moe", "mamba", "moe", "attention", "moe"]}, 6),
+        # Nemotron 3's own order: an attention block right after a Mamba block (single-mixer blocks do not pair)
+        ("memem_attn_moe", {"layers_block_type": ["mamba", "moe", "mamba", "moe", "mamba", "attention", "moe"]}, 7),
     ],
     "qwen2": [
         ("sliding_full", {"use_sliding_window": True, "layer_types": ["sliding_attention", "full_attention"]}, 2)

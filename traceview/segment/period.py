@@ -215,6 +215,8 @@ def at_norms(codes: np.ndarray, fit: PeriodFit | None, norms: np.ndarray | None)
     first_far = _distance_to(at, starts[:1])[0] > NEAR_NORM  # a pre-norm stack's first layer opens with its norm
     if (held == every).mean() >= NORM_SHARE and first_far and not post_norm:  # found out of phase
         candidates += [_between_norms(found[0][0], at, median, len(codes), every)]
+    if not post_norm and _half_left_out(codes, found, int(at[0]), median):
+        candidates.insert(0, _opening_as_the_first(codes, found, at))
     if (held == 0).mean() >= NORM_SHARE and (k := _norm_period(codes, at)):  # a loop inside a layer
         own = at[(len(at) - 1) % k :]  # k norms a layer and the final norm; a norm before them is the embedding's
         candidates += [_between_norms(own[0], own, int(np.median(np.diff(own[::k]))), len(codes), k)]
@@ -229,6 +231,35 @@ def at_norms(codes: np.ndarray, fit: PeriodFit | None, norms: np.ndarray | None)
         if norms[first] and end < len(codes) and norms[end]:
             return _refit(codes, fit, bounds)
     return fit
+
+
+def _half_left_out(codes: np.ndarray, found: list[tuple[int, int]], first_norm: int, median: int) -> bool:
+    """Whether the stretch from the step's first norm to the first found layer is half a `median` layer or more
+    and runs nearly only kernels the layers run (ACCEPT_EDGE): the first layer's first half, left out by layers
+    found a half out of phase (sandwich norms: a norm before and after each mixer, so both phases open with a norm
+    and close with a residual add)."""
+    if found[0][0] - first_norm < median // 2:
+        return False
+    known = np.unique(np.concatenate([codes[a:b] for a, b in found]))
+    return bool(np.isin(codes[first_norm : found[0][0]], known).mean() >= ACCEPT_EDGE)
+
+
+def _opening_as_the_first(codes: np.ndarray, found: list[tuple[int, int]], norms: np.ndarray) -> list[tuple[int, int]] | None:
+    """Layers that open where the block the step's first norm (positions `norms`) opens with runs (MIN_BLOCK
+    kernels or more, until the channel mixer's norm and what follows it no longer match: the first layer's input
+    norm and the start of its token mixer), to the last norm (the final norm),
+    when that block runs once before the first found layer and once in each found layer: layers found a half out of
+    phase (_half_left_out) each hold one opening of a whole layer. None otherwise."""
+    first, length = int(norms[0]), MIN_BLOCK
+    places = _places_of(codes, codes[first : first + length])
+    while len(places) > len(found) + 1 and length < (found[0][1] - found[0][0]) // 2:  # a norm opens each mixer
+        length += 1
+        places = _places_of(codes, codes[first : first + length])
+    starts = np.array([a for a, _ in found])
+    per_layer = np.searchsorted(places, [b for _, b in found]) - np.searchsorted(places, starts)
+    if len(places) != len(found) + 1 or places[0] != first or (per_layer != 1).any() or norms[-1] <= places[-1]:
+        return None
+    return [(int(a), int(b)) for a, b in itertools.pairwise([*places, norms[-1]])]
 
 
 def _norms_in(spans: list[tuple[int, int]], norms: np.ndarray) -> np.ndarray:
@@ -281,28 +312,32 @@ def _moved_to_norms(found: list[tuple[int, int]], norms: np.ndarray, median: int
     delta = int(values[np.argmax(counts)])
     if counts.max() < NORM_SHARE * len(starts) or 2 * abs(delta) >= median:
         return None
-    shift = np.where(offsets == delta, delta, 0).tolist()  # a layer that opens with its norm already stays
+    # a layer that opens with its norm already stays; one whose norm is nearer on the same side moves to it
+    nearer = (offsets * delta > 0) & (np.abs(offsets) < abs(delta))
+    shift = np.where((offsets == delta) | nearer, offsets, 0).tolist()
     moved = [(a + d, b + d) for (a, b), d in zip(found, shift, strict=True)]
     met = [x[1] == y[0] for x, y in itertools.pairwise(found)]
     ends = [following[0] if meets else b for (_, b), following, meets in zip(moved, moved[1:], met, strict=False)]
     moved = [(a, b) for (a, _), b in zip(moved, [*ends, moved[-1][1]], strict=True)]
     last_start, last_end = moved[-1]
-    if shift[-1] > 0:
-        inside = np.flatnonzero(norms[last_end - delta : last_end])
-        moved[-1] = (last_start, last_end - delta + int(inside[0]) if len(inside) else last_end)
+    near = at[np.abs(at - last_end) <= abs(delta)] if shift[-1] else at[:0]
+    if len(near):  # the final norm: the norm nearest the last layer's moved end, as far off as the layers were
+        moved[-1] = (last_start, int(near[np.argmin(np.abs(near - last_end))]))
     return [(max(a, 0), min(b, len(norms))) for a, b in moved]
 
 
 def _with_layer_before(bounds: list[tuple[int, int]], norms: np.ndarray, median: int) -> list[tuple[int, int]]:
     """The layers with one of another kind before the first (a dense layer before MoE ones, folded into the
     prologue): the stretch before the first layer that opens with a norm (positions `norms`) and holds as many as
-    the layers mostly do (two or more: the token mixer's and the channel mixer's), at least a quarter of a `median`
+    the layers mostly do (two or more: the token mixer's and the channel mixer's), or two where they hold more (MoE
+    layers that close with a norm after their experts, a dense one that does not), at least a quarter of a `median`
     layer long, with kernels of the prologue left before it."""
-    held = _most_common(_norms_in(bounds, norms))
-    before = norms[norms < bounds[0][0]]
-    if held < 2 or len(before) < held or before[-held] == 0 or 4 * (bounds[0][0] - before[-held]) < median:
-        return bounds
-    return [(int(before[-held]), bounds[0][0]), *bounds]
+    held, first = _most_common(_norms_in(bounds, norms)), bounds[0][0]
+    before = norms[norms < first]
+    for k in dict.fromkeys((held, 2)) if held >= 2 else ():
+        if len(before) >= k and before[-k] > 0 and 4 * (first - before[-k]) >= median:
+            return [(int(before[-k]), first), *bounds]
+    return bounds
 
 
 def _from_first_norm(first: tuple[int, int], norms: np.ndarray, median: int) -> tuple[int, int]:
@@ -500,6 +535,34 @@ def _cuts_into_known(codes: np.ndarray, span: tuple[int, int], known: set[bytes]
         for n in lengths
         if b - a - n in lengths and codes[a : a + n].tobytes() in known and codes[a + n : b].tobytes() in known
     ]
+
+
+def with_residual_adds_closing(codes: np.ndarray, fit: PeriodFit | None, adds: np.ndarray) -> PeriodFit | None:
+    """The fit with every boundary moved on by d kernels where the layers meet, most of them (NORM_SHARE) open with
+    the same block of d kernels (at most NEAR_NORM) that ends with a residual add (`adds`, one flag per kernel: an
+    eager elementwise add), every layer after the first does, and the same block follows the last layer: a pre-norm
+    layer closes with its residual add, so the block closes the layer before. The unit's phase put it at the
+    opening where the layer before ends as the layers do (hyper-connections weigh the layer's output, then add the
+    residual streams, and open the next layer with a projection before its norm; a dense first layer ends that way
+    too). The first layer opens d kernels on too when its d-th kernel is an add (the block, or the prologue's
+    position-embedding add: what ran before it ends there); a layer of another kind left out at the edges is then
+    looked for again (with_edge_layers)."""
+    if fit is None or len(fit.layers) < 3:
+        return fit
+    spans = _bounds(fit.layers)
+    end = spans[-1][1]
+    if any(b != c for (_, b), (c, _) in itertools.pairwise(spans)):
+        return fit
+    for d in range(1, NEAR_NORM + 1):
+        block = codes[end : end + d]
+        if len(block) < d or not adds[end + d - 1]:
+            continue
+        opened = [np.array_equal(codes[a : a + d], block) for a, _ in spans]
+        if np.mean(opened) >= NORM_SHARE and all(opened[1:]):
+            first = spans[0][0] + d * int(adds[spans[0][0] + d - 1])
+            starts = [first, *(a + d for a, _ in spans[1:])]
+            return with_edge_layers(dense(codes), _refit(codes, fit, list(itertools.pairwise([*starts, end + d]))))
+    return fit
 
 
 def with_blocks_before_their_layers(codes: np.ndarray, fit: PeriodFit | None) -> PeriodFit | None:
@@ -1178,8 +1241,11 @@ def with_edge_layers(codes: np.ndarray, fit: PeriodFit, accept: float | None = N
     while (nxt := _next_layer(marks, end, step)) is not None and layer_like(end, nxt):
         found.append(LayerSpan(end, nxt, round(known_share(end, nxt), 4)))
         end = nxt
-    start = spans[0].start
-    while prev := [p for p in _previous_layer(codes, marks, context, start, step) if layer_like(p, start)]:
+    start, opening = (
+        spans[0].start,
+        usual_edge([codes[s.start : _next_layer(marks, s.start, 1) or s.end] for s in spans], last=False),
+    )
+    while prev := [p for p in _previous_layer(codes, marks, context, opening, start, step) if layer_like(p, start)]:
         found.append(LayerSpan(prev[0], start, round(known_share(prev[0], start), 4)))
         start = prev[0]
     if not found and spans == sorted(fit.layers, key=lambda s: s.start):
@@ -1227,11 +1293,13 @@ def _next_layer(marks: np.ndarray, start: int, step: int) -> int | None:
 
 
 def _previous_layer(
-    codes: np.ndarray, marks: np.ndarray, context: tuple[int, int, int], end: int, step: int
+    codes: np.ndarray, marks: np.ndarray, context: tuple[int, int, int], opening: np.ndarray, end: int, step: int
 ) -> list[int]:
     """Where a layer that ends at `end` may start, most likely first: `step` boundaries back, or - the first layer
-    of a forward pass has no residual add before it - where the layer's opening (the context's two kernels) last
-    occurs before its last boundary."""
+    of a forward pass has no residual add before it - where the longest start of the block most layers open with up
+    to their next boundary (`opening`: usual_edge) last runs before its last boundary, or where the layer's opening
+    (the context's two kernels) does (a two-kernel opening may run again inside the layer: a projection GEMM and its
+    split-K reduction)."""
     earlier = marks[: np.searchsorted(marks, end)]
     if len(earlier) < step - 1:
         return []
@@ -1239,8 +1307,20 @@ def _previous_layer(
     starts = [int(earlier[-step])] if len(earlier) >= step else []
     if before < 2:
         return starts
-    opening = np.flatnonzero((codes[: before - 1] == context[1]) & (codes[1:before] == context[2]))
-    return [*starts, int(opening[-1])] if len(opening) else starts
+    pair = np.flatnonzero((codes[: before - 1] == context[1]) & (codes[1:before] == context[2]))
+    block = _places_of(codes[:before], _longest_prefix_in(codes[:before], opening)) if len(opening) > 2 else pair
+    return [*starts, *(int(places[-1]) for places in (block, pair) if len(places))]
+
+
+def _longest_prefix_in(codes: np.ndarray, block: np.ndarray) -> np.ndarray:
+    """The longest start of `block` that runs somewhere in `codes` (a first layer opens as the others do up to
+    where its own kinds differ: its attention runs its own indexer), by bisection: a start that runs somewhere
+    holds shorter ones that do."""
+    lo, hi = 0, len(block)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if len(_places_of(codes, block[:mid])) else (lo, mid - 1)
+    return block[:lo]
 
 
 def _repeated_opening_cuts(unit: np.ndarray) -> list[int] | None:

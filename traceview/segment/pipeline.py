@@ -384,6 +384,7 @@ def _solve_steps(
     confidence = np.zeros(len(ids))
     steps = [(lo, hi, period.graph_openings(numbers[lo:hi])) for lo, hi in itertools.pairwise(edges)]
     numbered = numbers >= 0
+    adds = np.isin(codes, list(norms.adds))
 
     def solve(lo: int, hi: int, opens: np.ndarray, graphs: bool) -> period.PeriodFit | None:
         fit = period.find_layers(
@@ -395,6 +396,7 @@ def _solve_steps(
             whole_pass=True,
             numbered=numbered[lo:hi],
         )
+        fit = fit if fit is None or fit.graphs else period.with_residual_adds_closing(codes[lo:hi], fit, adds[lo:hi])
         normed = fit if fit is None or fit.graphs else period.at_norms(codes[lo:hi], fit, norms.openings(codes[lo:hi]))
         # layers moved to their norms: a unit of several kinds found out of phase now splits where its layers meet
         fit = normed if normed is fit else period.split_alternating(period.dense(codes[lo:hi]), normed)
