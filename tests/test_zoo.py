@@ -221,6 +221,9 @@ FIVE = {
     "mllama_default_decode": "cross-attention layers that run no kernel",
     "qwen3_next_default_prefill": "a capture window doubted for an embedding gather and an LM head GEMM",
     "gpt2_default_graph": "a graph replay whose capture made more memory sets than it runs",
+    "hy_v4_default_decode": "layers found with the residual add of the layer before; the dense first layer left out",
+    "axk1_default_decode": "layers found inside their norm at two offsets; a dense layer of two norms left out",
+    "afmoe_default_prefill": "sandwich-norm layers found a half out of phase",
 }
 
 
@@ -247,8 +250,14 @@ def test_batch_two_float32_layers(run: str) -> None:
     wrong, silent). Qwen3-Next prefill: the trace opens with the embedding's gather and ends with the LM head's GEMM,
     each a kernel some layers run, and was doubted as cut by its capture window; three kernels in a row decide
     (pipeline._cut_windows). GPT-2 as a CUDA graph: its labels gave layers of 27, 26, 27 ... 25 kernels, the capture's
-    split-K memory sets counted as replayed (truth.kineto_kernels counts kernel launches only; relabelled). Each
-    exact, with no warning."""
+    split-K memory sets counted as replayed (truth.kineto_kernels counts kernel launches only; relabelled). HY-V4
+    (hyper-connections): a layer ends by weighing its output and adding the residual streams, and the next opens
+    with a projection before its norm; every found layer opened with the layer before's two closing kernels, the
+    dense first layer left out (8,099 kernels in two steps, silent; period.with_residual_adds_closing). AX-K1: the
+    layers of one step found inside their norm at two offsets, the last running into the final norm, the dense
+    layer (two norms, against three in a MoE layer) left in the prologue (period._moved_to_norms,
+    period._with_layer_before). AFMoE prefill: sandwich norms, layers found a half out of phase, the first layer's
+    attention half left before them (period._opening_as_the_first). Each exact, with no warning."""
     assert_exact_and_unwarned(HELD_FIVE, run, FIVE[run])
 
 
