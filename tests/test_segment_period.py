@@ -1092,3 +1092,34 @@ def test_sandwich_norm_layers_found_a_half_out_of_phase_open_as_the_first_layer_
     assert fit is not None and [(s.start, s.end) for s in fit.layers] == truth
     in_phase = period.PeriodFit(tuple(period.LayerSpan(a, b, 1.0) for a, b in truth), 25, 0.9, 1.0)
     assert period.at_norms(codes, in_phase, opens) is in_phase
+
+
+def test_single_mixer_blocks_that_cannot_pair_into_layers_are_layers() -> None:
+    """Nemotron 3's order of single-mixer blocks (Mamba, MoE, Mamba, MoE, Mamba, attention, MoE): each block is a
+    norm after the residual add, one mixer and its add. The repeating unit paired the blocks and left the attention
+    blocks out between its layers; no two classes of block kinds alternate (Mamba follows MoE and attention, which
+    follows Mamba and precedes MoE), so each block is a layer. Jamba's layers (a Mamba or attention block, then an
+    MLP or MoE block) do alternate two classes, and stay as found; so do layers alike that meet, three "blocks" each
+    (a QK norm after the rotary embedding's add opens one)."""
+    norm, add = 1, 2
+    mamba, moe, attention, mlp = [norm, 3, 4, add], [norm, 5, 6, 5, add], [norm, 7, add], [norm, 8, 9, add]
+
+    def stack(blocks: list[list[int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[tuple[int, int]]]:
+        codes = np.array([20, 21, *[k for block in blocks for k in block], norm, 22], dtype=np.int64)
+        opens = (codes == norm) & np.isin(np.roll(codes, 1), [add, 21])
+        starts = np.cumsum([2, *[len(block) for block in blocks]]).tolist()
+        return codes, opens, codes == add, list(itertools.pairwise(starts))
+
+    codes, opens, adds, blocks = stack([mamba, moe, mamba, moe, mamba, attention, moe] * 4)
+    paired = [(blocks[i][0], blocks[i + 1][1]) for i in range(0, len(blocks) - 1, 2) if i % 7 != 4]
+    found = period._fit_of(period.dense(codes), paired)
+    fit = period.as_single_mixer_blocks(codes, found, opens, adds)
+    assert fit is not None and [(s.start, s.end) for s in fit.layers] == blocks
+    codes, opens, adds, blocks = stack([mamba, mlp, mamba, moe, attention, mlp, mamba, moe] * 3)
+    pairs = [(a, d) for (a, _), (_, d) in zip(blocks[::2], blocks[1::2], strict=True)]
+    layers = period._fit_of(period.dense(codes), pairs)
+    assert period.as_single_mixer_blocks(codes, layers, opens, adds) is layers
+    qk_norm = [norm, 10, 11, add]  # a norm on q and k after the rotary embedding's add: a "block" of three a layer
+    codes, opens, adds, blocks = stack([attention, qk_norm, mlp] * 4)
+    triples = period._fit_of(period.dense(codes), [(blocks[i][0], blocks[i + 2][1]) for i in range(0, 12, 3)])
+    assert period.as_single_mixer_blocks(codes, triples, opens, adds) is triples

@@ -41,6 +41,7 @@ HELD_EIGHT = ZOO / "held8"  # a held-out recording of eight decode steps (ZOO_SC
 HELD_THREE = ZOO / "held3"  # a third held-out recording (ZOO_SCALE=3, H100): runs cut to their first steps
 HELD_FOUR = ZOO / "held4"  # a fourth (float16, batch 1, ZOO_SCALE=2, H100): decode runs cut to their first 2 steps
 HELD_FIVE = ZOO / "held5"  # a fifth (float32, batch 2, ZOO_REPEATS=5, H100): eager runs cut to their first steps
+HELD_SIX = ZOO / "held6"  # a sixth (bfloat16, batch 4, ZOO_SCALE=2, ZOO_REPEATS=4, H200): eager runs, cut
 CASES = (
     labelled_cases(ZOO, MISSES)
     + labelled_cases(HELD_OUT, {})
@@ -53,7 +54,7 @@ def test_the_zoo_subset_is_committed() -> None:
     assert len(CASES) >= 40
     assert len(labelled_cases(HELD_OUT, {})) == 2 and len(labelled_cases(EIGHT_STEPS, {})) == 7
     assert len(labelled_cases(HELD_EIGHT, {})) == 4 and len(zoo_accuracy.zoo_cases(HELD_FOUR)) == len(FOUR) + 1
-    assert len(zoo_accuracy.zoo_cases(HELD_FIVE)) == len(FIVE)
+    assert len(zoo_accuracy.zoo_cases(HELD_FIVE)) == len(FIVE) and len(zoo_accuracy.zoo_cases(HELD_SIX)) == len(SIX)
     assert {p.values[0].stem for p in CASES} >= set(MISSES)
 
 
@@ -259,6 +260,24 @@ def test_batch_two_float32_layers(run: str) -> None:
     period._with_layer_before). AFMoE prefill: sandwich norms, layers found a half out of phase, the first layer's
     attention half left before them (period._opening_as_the_first). Each exact, with no warning."""
     assert_exact_and_unwarned(HELD_FIVE, run, FIVE[run])
+
+
+SIX = {
+    "nemotron_h_memem_attn_moe_decode": "single-mixer blocks paired, attention blocks left out between the layers",
+    "nemotron_h_memem_attn_moe_prefill": "single-mixer blocks paired, attention blocks left out between the layers",
+    "nanochat_default_decode": "a QK norm after the rotary add opens a third block in every layer (kept whole)",
+}
+
+
+@pytest.mark.parametrize("run", sorted(SIX))
+def test_bfloat16_batch_four_layers(run: str) -> None:
+    """Sixth held-out recording (bfloat16, batch 4, widths doubled, H200), 445 eager, CUDA-graph and compiled runs.
+    Nemotron-H in its own models' order of single-mixer blocks (Mamba, MoE, Mamba, MoE, Mamba, attention, MoE): the
+    repeating unit paired blocks and left the attention blocks out (28 layers a pass found as 12, warned). Block kinds
+    that cannot split into two alternating classes are layers of one mixer each (period.as_single_mixer_blocks).
+    NanoChat (a norm on q and k after the rotary embedding's add, so three "blocks" a layer, an odd cycle): its layers,
+    alike and meeting, stay whole - the rule's first version cut them in three. Each exact, with no warning."""
+    assert_exact_and_unwarned(HELD_SIX, run, SIX[run])
 
 
 def assert_exact_and_unwarned(root: Path, run: str, why: str) -> None:

@@ -244,7 +244,9 @@ def _half_left_out(codes: np.ndarray, found: list[tuple[int, int]], first_norm: 
     return bool(np.isin(codes[first_norm : found[0][0]], known).mean() >= ACCEPT_EDGE)
 
 
-def _opening_as_the_first(codes: np.ndarray, found: list[tuple[int, int]], norms: np.ndarray) -> list[tuple[int, int]] | None:
+def _opening_as_the_first(
+    codes: np.ndarray, found: list[tuple[int, int]], norms: np.ndarray
+) -> list[tuple[int, int]] | None:
     """Layers that open where the block the step's first norm (positions `norms`) opens with runs (MIN_BLOCK
     kernels or more, until the channel mixer's norm and what follows it no longer match: the first layer's input
     norm and the start of its token mixer), to the last norm (the final norm),
@@ -300,9 +302,12 @@ def _norm_period(codes: np.ndarray, norms: np.ndarray) -> int:
 
 
 def _moved_to_norms(found: list[tuple[int, int]], norms: np.ndarray, median: int) -> list[tuple[int, int]] | None:
-    """The layers `found` with those whose nearest norm is at the most common offset moved by it (the others stay);
-    None when fewer than NORM_SHARE of them have it there, or it is half a layer away or more. Layers that met
-    still meet, and the last one ends before a norm (the final norm is the epilogue's)."""
+    """The layers `found` with those whose nearest norm is at the most common offset moved by it, and those whose
+    nearest norm is nearer on the same side moved to it (a MoE layer whose end varies; the others stay); None when
+    fewer than NORM_SHARE of them have it there, or it is half a layer away or more. Layers that met still meet,
+    and the last one ends at the norm nearest its moved end within that offset that leaves it as long as a `median`
+    layer give or take the offset (the final norm is the epilogue's; a norm that would leave it half a layer is its
+    own: a post-norm stack)."""
     at = np.flatnonzero(norms)
     starts = np.array([a for a, _ in found])
     i = np.searchsorted(at, starts)
@@ -320,7 +325,8 @@ def _moved_to_norms(found: list[tuple[int, int]], norms: np.ndarray, median: int
     ends = [following[0] if meets else b for (_, b), following, meets in zip(moved, moved[1:], met, strict=False)]
     moved = [(a, b) for (a, _), b in zip(moved, [*ends, moved[-1][1]], strict=True)]
     last_start, last_end = moved[-1]
-    near = at[np.abs(at - last_end) <= abs(delta)] if shift[-1] else at[:0]
+    as_long = np.abs(at - last_start - median) <= abs(delta)  # a last layer as long as the others, give or take
+    near = at[(np.abs(at - last_end) <= abs(delta)) & as_long] if shift[-1] else at[:0]
     if len(near):  # the final norm: the norm nearest the last layer's moved end, as far off as the layers were
         moved[-1] = (last_start, int(near[np.argmin(np.abs(near - last_end))]))
     return [(max(a, 0), min(b, len(norms))) for a, b in moved]
@@ -563,6 +569,48 @@ def with_residual_adds_closing(codes: np.ndarray, fit: PeriodFit | None, adds: n
             starts = [first, *(a + d for a, _ in spans[1:])]
             return with_edge_layers(dense(codes), _refit(codes, fit, list(itertools.pairwise([*starts, end + d]))))
     return fit
+
+
+def as_single_mixer_blocks(
+    codes: np.ndarray, fit: PeriodFit | None, opens: np.ndarray, adds: np.ndarray
+) -> PeriodFit | None:
+    """The fit with every layer cut into its residual blocks, where the blocks cannot pair into layers of a token
+    mixer and a channel mixer. A residual block opens with a norm right after the residual add that closes the
+    block before (`opens`: norm openings, `adds`: residual adds; one flag per kernel) and runs one mixer. Layers of
+    two blocks (a token mixer's and a channel mixer's) alternate two classes of block kinds; when the step's
+    sequence of block kinds cannot be split into two classes that alternate (a kind that follows itself, or an odd
+    cycle: Mamba, MoE, Mamba, MoE, Mamba, attention, MoE), its blocks are not halves of layers but layers of one
+    mixer each (Nemotron-H's), which the repeating unit paired or grouped, leaving some out between its layers and
+    at its edges (with_edge_copies). Only where the found layers hold unlike numbers of blocks or leave blocks out
+    between them: layers alike that meet are the unit's (a norm on q and k after the rotary embedding's add also
+    opens a "block", three a layer)."""
+    if fit is None or len(fit.layers) < 2:
+        return fit
+    spans = _bounds(fit.layers)
+    first, end = spans[0][0], spans[-1][1]
+    inner = np.flatnonzero(opens[first + 1 : end] & adds[first : end - 1]) + first + 1
+    cuts = [first, *inner.tolist(), end]
+    held = np.searchsorted(cuts, [b for _, b in spans]) - np.searchsorted(cuts, [a for a, _ in spans])
+    apart = any(b != c for (_, b), (c, _) in itertools.pairwise(spans))
+    if len(cuts) - 1 <= len(spans) or not set(a for a, _ in spans) <= set(cuts) or (len(set(held)) < 2 and not apart):
+        return fit  # layers of as many blocks each that meet: a unit found whole (a QK norm after the rotary add)
+    kinds = [codes[a:b].tobytes() for a, b in itertools.pairwise(cuts)]
+    if _two_classes(kinds):
+        return fit
+    return with_edge_copies(codes, _refit(codes, fit, list(itertools.pairwise(cuts))))
+
+
+def _two_classes(kinds: list[bytes]) -> bool:
+    """Whether the kinds in sequence `kinds` split into two classes such that neighbours are of different classes
+    (a two-colouring of the graph of neighbouring kinds)."""
+    colour: dict[bytes, int] = {kinds[0]: 0}
+    for a, b in itertools.pairwise(kinds):
+        if a == b:
+            return False
+        expected = 1 - colour[a]
+        if colour.setdefault(b, expected) != expected:
+            return False
+    return True
 
 
 def with_blocks_before_their_layers(codes: np.ndarray, fit: PeriodFit | None) -> PeriodFit | None:

@@ -406,6 +406,7 @@ def _solve_steps(
         fit = period.without_kernels_between(codes[lo:hi], period.with_doubled_opening(codes[lo:hi], fit))
         fit = period.with_first_layer_whole(codes[lo:hi], period.with_edge_copies(codes[lo:hi], fit))
         fit = period.with_closing_block(codes[lo:hi], fit)
+        fit = period.as_single_mixer_blocks(codes[lo:hi], fit, norms.openings(codes[lo:hi]), adds[lo:hi])
         return period.verify_pass(codes[lo:hi], fit, spec.MIN_VERIFY_LAYERS) if verify[lo] else fit
 
     cache: dict[bytes, period.PeriodFit | None] = {}
