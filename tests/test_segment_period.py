@@ -1100,7 +1100,8 @@ def test_single_mixer_blocks_that_cannot_pair_into_layers_are_layers() -> None:
     blocks out between its layers; no two classes of block kinds alternate (Mamba follows MoE and attention, which
     follows Mamba and precedes MoE), so each block is a layer. Jamba's layers (a Mamba or attention block, then an
     MLP or MoE block) do alternate two classes, and stay as found; so do layers alike that meet, three "blocks" each
-    (a QK norm after the rotary embedding's add opens one)."""
+    (a QK norm after the rotary embedding's add opens one), after dense layers of two (AX-K1's MoE layers close with
+    a norm and a residual add after their experts)."""
     norm, add = 1, 2
     mamba, moe, attention, mlp = [norm, 3, 4, add], [norm, 5, 6, 5, add], [norm, 7, add], [norm, 8, 9, add]
 
@@ -1123,3 +1124,8 @@ def test_single_mixer_blocks_that_cannot_pair_into_layers_are_layers() -> None:
     codes, opens, adds, blocks = stack([attention, qk_norm, mlp] * 4)
     triples = period._fit_of(period.dense(codes), [(blocks[i][0], blocks[i + 2][1]) for i in range(0, 12, 3)])
     assert period.as_single_mixer_blocks(codes, triples, opens, adds) is triples
+    closing = [norm, 12, add]  # a MoE layer's norm and residual add after its experts: three "blocks" a MoE layer
+    codes, opens, adds, blocks = stack([attention, mlp, attention, mlp, *[attention, moe, closing] * 4])
+    starts = [blocks[i][0] for i in (0, 2, 4, 7, 10, 13)]
+    dense_first = period._fit_of(period.dense(codes), list(itertools.pairwise([*starts, blocks[-1][1]])))
+    assert period.as_single_mixer_blocks(codes, dense_first, opens, adds) is dense_first

@@ -266,6 +266,7 @@ SIX = {
     "nemotron_h_memem_attn_moe_decode": "single-mixer blocks paired, attention blocks left out between the layers",
     "nemotron_h_memem_attn_moe_prefill": "single-mixer blocks paired, attention blocks left out between the layers",
     "nanochat_default_decode": "a QK norm after the rotary add opens a third block in every layer (kept whole)",
+    "axk1_dense3_decode": "MoE layers of three blocks after dense layers of two (kept whole)",
 }
 
 
@@ -276,7 +277,8 @@ def test_bfloat16_batch_four_layers(run: str) -> None:
     repeating unit paired blocks and left the attention blocks out (28 layers a pass found as 12, warned). Block kinds
     that cannot split into two alternating classes are layers of one mixer each (period.as_single_mixer_blocks).
     NanoChat (a norm on q and k after the rotary embedding's add, so three "blocks" a layer, an odd cycle): its layers,
-    alike and meeting, stay whole - the rule's first version cut them in three. Each exact, with no warning."""
+    alike and meeting, stay whole - the rule's first version cut them in three; so do AX-K1's MoE layers (a norm and a
+    residual add after the experts: three blocks) after three dense layers of two. Each exact, with no warning."""
     assert_exact_and_unwarned(HELD_SIX, run, SIX[run])
 
 

@@ -581,9 +581,10 @@ def as_single_mixer_blocks(
     sequence of block kinds cannot be split into two classes that alternate (a kind that follows itself, or an odd
     cycle: Mamba, MoE, Mamba, MoE, Mamba, attention, MoE), its blocks are not halves of layers but layers of one
     mixer each (Nemotron-H's), which the repeating unit paired or grouped, leaving some out between its layers and
-    at its edges (with_edge_copies). Only where the found layers hold unlike numbers of blocks or leave blocks out
-    between them: layers alike that meet are the unit's (a norm on q and k after the rotary embedding's add also
-    opens a "block", three a layer)."""
+    at its edges (with_edge_copies). Only where the found layers hold unlike numbers of blocks past those of another
+    kind first, or leave blocks out between them: layers that meet, as many blocks each, are the unit's (a norm on
+    q and k after the rotary embedding's add opens a "block", three a layer; so does a norm after a MoE layer's
+    experts, three a MoE layer after dense first layers of two: `_settled`)."""
     if fit is None or len(fit.layers) < 2:
         return fit
     spans = _bounds(fit.layers)
@@ -592,12 +593,19 @@ def as_single_mixer_blocks(
     cuts = [first, *inner.tolist(), end]
     held = np.searchsorted(cuts, [b for _, b in spans]) - np.searchsorted(cuts, [a for a, _ in spans])
     apart = any(b != c for (_, b), (c, _) in itertools.pairwise(spans))
-    if len(cuts) - 1 <= len(spans) or not set(a for a, _ in spans) <= set(cuts) or (len(set(held)) < 2 and not apart):
-        return fit  # layers of as many blocks each that meet: a unit found whole (a QK norm after the rotary add)
+    if len(cuts) - 1 <= len(spans) or not set(a for a, _ in spans) <= set(cuts) or (_settled(held) and not apart):
+        return fit  # layers that meet, as many blocks each after a few of another kind: a unit found whole
     kinds = [codes[a:b].tobytes() for a, b in itertools.pairwise(cuts)]
     if _two_classes(kinds):
         return fit
     return with_edge_copies(codes, _refit(codes, fit, list(itertools.pairwise(cuts))))
+
+
+def _settled(held: np.ndarray) -> bool:
+    """Whether the counts `held` (blocks per found layer) are one count from the first layer that holds the most
+    common one to the layer before the last (dense layers first; the last layer may run other kernels)."""
+    common = _most_common(held)
+    return bool((held[int(np.argmax(held == common)) : -1] == common).all())
 
 
 def _two_classes(kinds: list[bytes]) -> bool:
