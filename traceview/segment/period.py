@@ -581,31 +581,41 @@ def as_single_mixer_blocks(
     sequence of block kinds cannot be split into two classes that alternate (a kind that follows itself, or an odd
     cycle: Mamba, MoE, Mamba, MoE, Mamba, attention, MoE), its blocks are not halves of layers but layers of one
     mixer each (Nemotron-H's), which the repeating unit paired or grouped, leaving some out between its layers and
-    at its edges (with_edge_copies). Only where the found layers hold unlike numbers of blocks past those of another
-    kind first, or leave blocks out between them: layers that meet, as many blocks each, are the unit's (a norm on
-    q and k after the rotary embedding's add opens a "block", three a layer; so does a norm after a MoE layer's
-    experts, three a MoE layer after dense first layers of two: `_settled`)."""
+    at its edges (with_edge_copies). Only where the found layers pair the blocks one way here and another there
+    (`_mispaired`): layers that always pair them one way are the unit's, whatever blocks they hold (a norm on q and
+    k after the rotary embedding's add opens a "block", three a layer; so does a norm after a MoE layer's experts)."""
     if fit is None or len(fit.layers) < 2:
         return fit
     spans = _bounds(fit.layers)
     first, end = spans[0][0], spans[-1][1]
     inner = np.flatnonzero(opens[first + 1 : end] & adds[first : end - 1]) + first + 1
     cuts = [first, *inner.tolist(), end]
-    held = np.searchsorted(cuts, [b for _, b in spans]) - np.searchsorted(cuts, [a for a, _ in spans])
-    apart = any(b != c for (_, b), (c, _) in itertools.pairwise(spans))
-    if len(cuts) - 1 <= len(spans) or not set(a for a, _ in spans) <= set(cuts) or (_settled(held) and not apart):
-        return fit  # layers that meet, as many blocks each after a few of another kind: a unit found whole
-    kinds = [codes[a:b].tobytes() for a, b in itertools.pairwise(cuts)]
-    if _two_classes(kinds):
+    if len(cuts) - 1 <= len(spans) or not set(a for a, _ in spans) <= set(cuts):
         return fit
-    return with_edge_copies(codes, _refit(codes, fit, list(itertools.pairwise(cuts))))
+    blocks = list(itertools.pairwise(cuts))
+    kinds = [codes[a:b].tobytes() for a, b in blocks]
+    if _two_classes(kinds) or not _mispaired(blocks, kinds, spans):
+        return fit
+    return with_edge_copies(codes, _refit(codes, fit, blocks))
 
 
-def _settled(held: np.ndarray) -> bool:
-    """Whether the counts `held` (blocks per found layer) are one count from the first layer that holds the most
-    common one to the layer before the last (dense layers first; the last layer may run other kernels)."""
-    common = _most_common(held)
-    return bool((held[int(np.argmax(held == common)) : -1] == common).all())
+def _mispaired(blocks: list[tuple[int, int]], kinds: list[bytes], spans: list[tuple[int, int]]) -> bool:
+    """Whether a block kind that opens a found layer (`spans`), or lies between two, also runs after the first
+    block of a layer between the first and the last (whose edges may hold another kind's blocks): the found
+    layers paired the blocks one way here and another way there. Layers of a token and a channel mixer always pair
+    them one way; a norm and a residual add after a MoE layer's experts, left between the layers, never runs after
+    a layer's first block (AX-K1's)."""
+    opening = {a for a, _ in spans}
+    inner = {a for a, _ in spans[1:-1]}
+    layer_of = np.searchsorted([a for a, _ in spans], [a for a, _ in blocks], side="right") - 1
+    outside = [a >= spans[i][1] for (a, _), i in zip(blocks, layer_of, strict=True)]
+    openers = {k for (a, _), k, out in zip(blocks, kinds, outside, strict=True) if a in opening or out}
+    followers = {
+        k
+        for (a, _), k, i, out in zip(blocks, kinds, layer_of, outside, strict=True)
+        if not out and a not in opening and spans[i][0] in inner
+    }
+    return bool(openers & followers)
 
 
 def _two_classes(kinds: list[bytes]) -> bool:
