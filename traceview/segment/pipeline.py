@@ -396,8 +396,10 @@ def _solve_steps(
             whole_pass=True,
             numbered=numbered[lo:hi],
         )
-        fit = fit if fit is None or fit.graphs else period.with_residual_adds_closing(codes[lo:hi], fit, adds[lo:hi])
-        normed = fit if fit is None or fit.graphs else period.at_norms(codes[lo:hi], fit, norms.openings(codes[lo:hi]))
+        eager = fit is not None and not fit.graphs  # layers that are compiled graphs keep the graphs' boundaries
+        norm_opens = norms.openings(codes[lo:hi])
+        fit = period.with_residual_adds_closing(codes[lo:hi], fit, adds[lo:hi]) if eager else fit
+        normed = period.at_norms(codes[lo:hi], fit, norm_opens) if eager else fit
         # layers moved to their norms: a unit of several kinds found out of phase now splits where its layers meet
         fit = normed if normed is fit else period.split_alternating(period.dense(codes[lo:hi]), normed)
         fit = fit if fit is None or fit.graphs else period.with_gaps_as_layers(codes[lo:hi], fit)
@@ -406,7 +408,7 @@ def _solve_steps(
         fit = period.without_kernels_between(codes[lo:hi], period.with_doubled_opening(codes[lo:hi], fit))
         fit = period.with_first_layer_whole(codes[lo:hi], period.with_edge_copies(codes[lo:hi], fit))
         fit = period.with_closing_block(codes[lo:hi], fit)
-        fit = period.as_single_mixer_blocks(codes[lo:hi], fit, norms.openings(codes[lo:hi]), adds[lo:hi])
+        fit = period.as_single_mixer_blocks(codes[lo:hi], fit, norm_opens, adds[lo:hi]) if eager else fit
         return period.verify_pass(codes[lo:hi], fit, spec.MIN_VERIFY_LAYERS) if verify[lo] else fit
 
     cache: dict[bytes, period.PeriodFit | None] = {}
