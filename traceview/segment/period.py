@@ -249,9 +249,9 @@ def _opening_as_the_first(
 ) -> list[tuple[int, int]] | None:
     """Layers that open where the block the step's first norm (positions `norms`) opens with runs (MIN_BLOCK
     kernels or more, until the channel mixer's norm and what follows it no longer match: the first layer's input
-    norm and the start of its token mixer), to the last norm (the final norm),
-    when that block runs once before the first found layer and once in each found layer: layers found a half out of
-    phase (_half_left_out) each hold one opening of a whole layer. None otherwise."""
+    norm and the start of its token mixer), to the last norm (the final norm), when that block runs once before the
+    first found layer and once in each found layer: layers found a half out of phase (_half_left_out) each hold one
+    opening of a whole layer. None otherwise."""
     first, length = int(norms[0]), MIN_BLOCK
     places = _places_of(codes, codes[first : first + length])
     while len(places) > len(found) + 1 and length < (found[0][1] - found[0][0]) // 2:  # a norm opens each mixer
@@ -1374,7 +1374,8 @@ def _previous_layer(
     if before < 2:
         return starts
     pair = np.flatnonzero((codes[: before - 1] == context[1]) & (codes[1:before] == context[2]))
-    block = _places_of(codes[:before], _longest_prefix_in(codes[:before], opening)) if len(opening) > 2 else pair
+    prefix = _longest_prefix_in(codes[:before], opening)
+    block = _places_of(codes[:before], prefix) if len(prefix) > 2 else pair[:0]  # longer than the pair, or none
     return [*starts, *(int(places[-1]) for places in (block, pair) if len(places))]
 
 

@@ -397,7 +397,7 @@ def _solve_steps(
             numbered=numbered[lo:hi],
         )
         eager = fit is not None and not fit.graphs  # layers that are compiled graphs keep the graphs' boundaries
-        norm_opens = norms.openings(codes[lo:hi])
+        norm_opens = norms.openings(codes[lo:hi]) if eager else np.zeros(hi - lo, dtype=bool)
         fit = period.with_residual_adds_closing(codes[lo:hi], fit, adds[lo:hi]) if eager else fit
         normed = period.at_norms(codes[lo:hi], fit, norm_opens) if eager else fit
         # layers moved to their norms: a unit of several kinds found out of phase now splits where its layers meet
