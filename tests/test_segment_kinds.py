@@ -97,6 +97,17 @@ def test_a_layer_holding_two_layers_is_doubted_and_one_layer_is_not() -> None:
     assert not period.holds_repeat(codes(DENSE_LAYER))
 
 
+def test_a_short_layer_whose_second_norm_repeats_its_opening_is_not_doubted() -> None:
+    """Llama prefill at batch 1 in float16: an eager RMSNorm is 8 kernels, and the channel mixer's norm and the GEMM
+    after it (alike at small sizes) repeat the layer's opening for 9 kernels, a quarter of its 38: one layer, whose
+    own norms repeat (NORM_REPEAT). Two such layers left as one repeat far more."""
+    norm = [100, 101, 102, 103, 104, 105, 106, 107]
+    attention = [*norm, 110, 110, 110, *range(111, 122), 126, 127]
+    layer = [*attention, *norm, 110, 130, 131, 132, 133, 127]
+    assert len(layer) == 38 and not period.holds_repeat(np.array(layer))
+    assert period.holds_repeat(np.array([*layer, *attention, *norm, 140, 141, 142, 127]))
+
+
 def test_a_layer_that_is_another_and_a_block_beside_it_is_doubted() -> None:
     """Zamba's shared attention block before some Mamba layers: one kind of found layer is another kind whole plus
     a block; a dense and a MoE layer share their attention half only, and are not doubted."""

@@ -1046,6 +1046,26 @@ def test_layers_found_opening_with_the_residual_add_of_the_layer_before_close_wi
     assert period.with_residual_adds_closing(codes, in_phase, adds) is in_phase
 
 
+def test_a_closing_block_in_float32_closes_the_layer_before_with_its_cast_back() -> None:
+    """HY-V4 decode in float16 at batch 1: the hyper-connections weigh the layer's output and add the residual
+    streams in float32 (cast, mul, cast, add), then cast the sum back to half precision, and the next layer opens
+    with casts to float32 before its projection. Every found layer opened with the layer before's five closing
+    kernels: the block, up to its add and the one cast right after it, closes the layer before; the next layer's own
+    casts stay its own."""
+    gemm = ["copy", "copy", "gemm", "split_k"]
+    close = ["copy", "mul", "copy", "add", "to_half"]
+    layer = [*gemm, "pow", "mean", "rsqrt", "mul", "attention", *gemm, *close]
+    names = ["embed", "expand", *layer * 6, "pow", "norm", "lm_head"]
+    codes = codes_of(names)
+    adds = np.array([name == "add" for name in names])
+    casts = np.array([name in ("copy", "to_half") for name in names])
+    bounds = np.cumsum([2, *[len(layer)] * 6]).tolist()
+    true = list(itertools.pairwise(bounds))
+    early = [(a - len(close), b - len(close)) for a, b in true[1:]]
+    moved = period.with_residual_adds_closing(codes, period._fit_of(period.dense(codes), early), adds, casts)
+    assert moved is not None and [(s.start, s.end) for s in moved.layers[1:]] == true[1:]
+
+
 @pytest.mark.parametrize("from_step_start", [False, True])
 def test_moe_layers_found_late_by_two_offsets_open_at_their_norms_with_the_dense_layer_before(
     from_step_start: bool,
@@ -1129,3 +1149,50 @@ def test_single_mixer_blocks_that_cannot_pair_into_layers_are_layers() -> None:
     starts = [blocks[i][0] for i in (0, 2, 4, 7, 10, 13)]
     dense_first = period._fit_of(period.dense(codes), list(itertools.pairwise([*starts, blocks[-1][1]])))
     assert period.as_single_mixer_blocks(codes, dense_first, opens, adds) is dense_first
+
+
+def test_compiled_layers_found_adrift_of_their_graphs_are_the_graphs() -> None:
+    """DeepSeek-V3 with a dense first layer compiled one layer at a time, at batch 1: each MoE layer runs a GEMM per
+    expert its token hit, so the layers are of many lengths, and a unit found for them opens at offsets from the
+    graph before that drift (16, 33, 49 kernels: the unit opened mid-layer). Layers found adrift of the graphs are the
+    graphs; layers in phase with them, and graphs that cut each layer at one place (vLLM's, at the attention), are
+    not adrift."""
+    marks = np.array([30, 51, 103, 159, 213, 267, 321, 377])
+    adrift = [(46, 84), (84, 136), (136, 208), (208, 262), (262, 316), (316, 372), (372, 422)]
+    assert period._adrift_of_graphs(adrift, marks)
+    in_phase = [(a + 1, b + 1) for a, b in itertools.pairwise([*marks.tolist(), 430])]
+    assert not period._adrift_of_graphs(in_phase, marks)
+    at_the_attention = [(a - 12, b - 12) for a, b in in_phase[1:]]
+    assert not period._adrift_of_graphs(at_the_attention, marks)
+
+
+def test_a_graph_after_a_run_that_runs_most_of_an_earlier_graphs_kernels_is_a_layer() -> None:
+    """Nemotron-H compiled one layer at a time: the run of graphs found ended before a pass's last MoE layer, whose
+    expert loop ran one GEMM fewer than any earlier layer's, so it repeats none exactly and was left out. A graph
+    that opens where the run ends and shares most of its kernels with an earlier graph is a layer, ended after its
+    last kernel Inductor numbers; eager glue after the run is not."""
+
+    def graph(experts: int) -> list[str]:
+        return ["t_norm_0", "gemm", "t_route_1", *["expert_gemm"] * experts, "t_out_2"]
+
+    graphs = [graph(n) for n in (4, 4, 5, 4, 3)]
+    glue = ["copy", "pow", "mean", "rsqrt", "mul", "head_gemm"]
+    names = ["embed", *[k for g in graphs for k in g], *glue]
+    codes = codes_of([name.rsplit("_", 1)[0] if name.startswith("t_") else name for name in names])
+    numbered = np.array([name.startswith("t_") for name in names])
+    starts = np.cumsum([1, *[len(g) for g in graphs]]).tolist()
+    run = list(itertools.pairwise(starts[:-1]))  # the last graph left out
+    assert period._ends_as_copies(codes, run, set(starts[:-1]), numbered) == list(itertools.pairwise(starts))
+    unlike = codes_of([*names[: starts[-2]], *[f"glue_{i}" for i in range(len(names) - starts[-2])]])
+    assert period._graph_like_earlier(unlike, run, {*starts[:-1]}, None) == 0
+
+
+def test_a_fit_whose_layers_join_its_units_copies_counts_their_length() -> None:
+    """GPT-BigCode prefill at batch 1: a layer of 11 kernels (LayerNorm, attention, add, LayerNorm, MLP, add) holds
+    two halves alike at their ends, so a 6-kernel period fits too; its copies joined, its layers were the 11-kernel
+    ones with a half layer first, and it won as the shorter period. A fit is ranked by its layers' length: the
+    layers are the 11-kernel ones from the first norm."""
+    layer = ["ln", "qkv_gemm", "sdpa", "out_gemm", "add", "ln", "fc_gemm", "gelu", "proj_gemm", "reduce", "add"]
+    names = ["gather", "arange", "cat", "pos_gather", "add", *layer * 8, "ln", "head_gemm"]
+    fit = period.find_layers(codes_of(names), whole_pass=True)
+    assert fit is not None and {s.end - s.start for s in fit.layers} == {11}

@@ -42,6 +42,7 @@ HELD_THREE = ZOO / "held3"  # a third held-out recording (ZOO_SCALE=3, H100): ru
 HELD_FOUR = ZOO / "held4"  # a fourth (float16, batch 1, ZOO_SCALE=2, H100): decode runs cut to their first 2 steps
 HELD_FIVE = ZOO / "held5"  # a fifth (float32, batch 2, ZOO_REPEATS=5, H100): eager runs cut to their first steps
 HELD_SIX = ZOO / "held6"  # a sixth (bfloat16, batch 4, ZOO_SCALE=2, ZOO_REPEATS=4, H200): eager runs, cut
+HELD_SEVEN = ZOO / "held7"  # a seventh (float16, batch 1, ZOO_REPEATS=5, H100): compiled and eager runs, whole
 CASES = (
     labelled_cases(ZOO, MISSES)
     + labelled_cases(HELD_OUT, {})
@@ -55,6 +56,7 @@ def test_the_zoo_subset_is_committed() -> None:
     assert len(labelled_cases(HELD_OUT, {})) == 2 and len(labelled_cases(EIGHT_STEPS, {})) == 7
     assert len(labelled_cases(HELD_EIGHT, {})) == 4 and len(zoo_accuracy.zoo_cases(HELD_FOUR)) == len(FOUR) + 1
     assert len(zoo_accuracy.zoo_cases(HELD_FIVE)) == len(FIVE) and len(zoo_accuracy.zoo_cases(HELD_SIX)) == len(SIX)
+    assert len(zoo_accuracy.zoo_cases(HELD_SEVEN)) == len(SEVEN)
     assert {p.values[0].stem for p in CASES} >= set(MISSES)
 
 
@@ -280,6 +282,35 @@ def test_bfloat16_batch_four_layers(run: str) -> None:
     alike and meeting, stay whole - the rule's first version cut them in three; so do AX-K1's MoE layers (a norm and a
     residual add after the experts: three blocks) after three dense layers of two. Each exact, with no warning."""
     assert_exact_and_unwarned(HELD_SIX, run, SIX[run])
+
+
+SEVEN = {
+    "deepseek_v3_dense1_compiled": "MoE layers compiled one by one, of many lengths: a unit found adrift of the graphs",
+    "glm4_moe_dense1_compiled": "the same: layers found mid-graph, then one kernel early at the norm's cast",
+    "nemotron_h_mamba_moe_attn_compiled": "a pass's last MoE graph, one expert GEMM short of any earlier, left out",
+    "gpt_bigcode_default_prefill": "a short unit's fit, whose copies were joined into layers, chosen over the layers",
+    "hy_v4_default_decode": "every layer opened with the float32 residual block closing the layer before (1 step)",
+    "llama_default_prefill": "its channel mixer's norm and projection repeat its opening: one layer, not two (guard)",
+}
+
+
+@pytest.mark.parametrize("run", sorted(SEVEN))
+def test_float16_batch_one_layers(run: str) -> None:
+    """Seventh held-out recording (float16, batch 1, five repeats of the longest unit, H100), 413 eager, CUDA-graph,
+    compiled and nsys runs. DeepSeek-V3 and GLM-4.5 with a dense first layer, compiled one layer at a time: at batch
+    1 each MoE layer runs as many expert GEMMs as experts its token hit, so no unit repeats; the unit found opened
+    mid-layer at offsets that drift from one compiled graph to the next (1,032 of 1,314 kernels wrong, 7 layers a
+    step; 39 wrong), where each graph is a layer (period._adrift_of_graphs). Nemotron-H (Mamba, MoE, attention)
+    compiled: a pass's last graph, a MoE layer one expert GEMM short of every earlier one, was no exact copy and was
+    left out (period._graph_like_earlier). GPT-BigCode prefill: a fit of a 6-kernel period whose copies were joined
+    into 11-kernel layers, one half layer first, won as the shorter period (period.choose: a fit counts its layers'
+    length). Llama prefill at batch 1: its eager float16 RMSNorm (8 kernels) and the GEMM after it, repeated at the
+    channel mixer, were a quarter of its 38-kernel layers and raised the "two layers each" doubt (period.NORM_REPEAT).
+    HY-V4 decode: the hyper-connections weigh a layer's output and add the residual streams in float32, then cast
+    the sum back to half precision - five kernels that closed the layer before and opened every found layer (11,821
+    of 12,301 kernels wrong, the dense first layer left out; period.with_residual_adds_closing takes the add's cast).
+    Each exact, with no warning."""
+    assert_exact_and_unwarned(HELD_SEVEN, run, SEVEN[run])
 
 
 def assert_exact_and_unwarned(root: Path, run: str, why: str) -> None:

@@ -61,7 +61,14 @@ NORM_CASTS = 2  # dtype casts a norm may open with (to its weight's dtype, then 
 MAX_NORMS = 4  # norms a layer holds at most (_norm_period)
 MAX_GRAPH_KINDS = 4  # compiled graphs a unit of layers of several kinds holds at most (_graphs_of_kinds)
 NEAR_NORM = 2  # kernels from the first found layer's start to a norm that make it open with that norm (a cast)
+# kernels of the block that closes a layer with its residual add, when the unit's phase put it at the next layer's
+# opening, up to its add: the add and the multiply that weighs the output (hyper-connections), each with up to
+# NORM_CASTS casts
+CLOSING_BLOCK = 2 + 2 * NORM_CASTS
 NORM_SHARE = 0.75  # of the layers whose nearest norm kernel is at one offset from their start, to move them there
+# kernels a layer's channel-mixer norm may repeat of its opening: an eager RMSNorm computed in float32 with its casts
+# (8 kernels) and one or two projections after it, alike at small sizes
+NORM_REPEAT = 10
 EXTENDED_MIN = 8  # the fewest kernels of a layer kind that extends_another looks for inside longer kinds
 EXTENDED_BY = 4  # kernels before or after it that make a longer kind another kind extended
 GRAPH_REACH = 3  # kernels between a found layer's start and its compiled graph's first kernel (Inductor's reorder)
@@ -140,7 +147,7 @@ def find_layers(
         return _graphs_alone(codes, opens, families, min_layers, numbered)
     if best is None:
         return None
-    if opens is not None and _passes_of_graphs(_bounds(best.layers), np.flatnonzero(opens)):
+    if opens is not None and opens.any() and _adrift_of_graphs(_bounds(best.layers), np.flatnonzero(opens)):
         best = _graphs_alone(codes, opens, families, min_layers, numbered) or best
     best = _in_whole_phase(codes, fits, best) if whole_pass else best
     fit = split_alternating(codes, best, kinds)
@@ -543,31 +550,38 @@ def _cuts_into_known(codes: np.ndarray, span: tuple[int, int], known: set[bytes]
     ]
 
 
-def with_residual_adds_closing(codes: np.ndarray, fit: PeriodFit | None, adds: np.ndarray) -> PeriodFit | None:
+def with_residual_adds_closing(
+    codes: np.ndarray, fit: PeriodFit | None, adds: np.ndarray, casts: np.ndarray | None = None
+) -> PeriodFit | None:
     """The fit with every boundary moved on by d kernels where the layers meet, most of them (NORM_SHARE) open with
-    the same block of d kernels (at most NEAR_NORM) that ends with a residual add (`adds`, one flag per kernel: an
-    eager elementwise add), every layer after the first does, and the same block follows the last layer: a pre-norm
-    layer closes with its residual add, so the block closes the layer before. The unit's phase put it at the
-    opening where the layer before ends as the layers do (hyper-connections weigh the layer's output, then add the
-    residual streams, and open the next layer with a projection before its norm; a dense first layer ends that way
-    too). The first layer opens d kernels on too when its d-th kernel is an add (the block, or the prologue's
-    position-embedding add: what ran before it ends there); a layer of another kind left out at the edges is then
-    looked for again (with_edge_layers)."""
+    the same block of d kernels that ends with a residual add (`adds`, one flag per kernel: an eager elementwise add;
+    at most CLOSING_BLOCK kernels up to it) and the dtype cast right after it (`casts`: casts that open no norm; the
+    sum cast back to the activations' dtype), every layer after the first does, and the same block follows the last
+    layer: a pre-norm layer closes with its residual add, so the block closes the layer before. The unit's phase put
+    it at the opening where the layer before ends as the layers do (hyper-connections weigh the layer's output, then
+    add the residual streams, in float32 when the activations are half precision, and open the next layer with a
+    projection before its norm; a dense first layer ends that way too). The first layer opens d kernels on too when
+    its block ends with an add there (the block, or the prologue's position-embedding add: what ran before it ends
+    there); a layer of another kind left out at the edges is then looked for again (with_edge_layers)."""
     if fit is None or len(fit.layers) < 3:
         return fit
     spans = _bounds(fit.layers)
     end = spans[-1][1]
     if any(b != c for (_, b), (c, _) in itertools.pairwise(spans)):
         return fit
-    for d in range(1, NEAR_NORM + 1):
-        block = codes[end : end + d]
-        if len(block) < d or not adds[end + d - 1]:
+    casts = np.zeros(len(codes), dtype=bool) if casts is None else casts
+    for add in range(1, min(CLOSING_BLOCK, len(codes) - end) + 1):
+        if not adds[end + add - 1]:
             continue
-        opened = [np.array_equal(codes[a : a + d], block) for a, _ in spans]
-        if np.mean(opened) >= NORM_SHARE and all(opened[1:]):
-            first = spans[0][0] + d * int(adds[spans[0][0] + d - 1])
-            starts = [first, *(a + d for a, _ in spans[1:])]
-            return with_edge_layers(dense(codes), _refit(codes, fit, list(itertools.pairwise([*starts, end + d]))))
+        cast = int(end + add < len(casts) and casts[end + add])
+        for d in dict.fromkeys((add + cast, add)):  # with the cast after the add, else without
+            block = codes[end : end + d]
+            opened = [np.array_equal(codes[a : a + d], block) for a, _ in spans]
+            if np.mean(opened) >= NORM_SHARE and all(opened[1:]):
+                first = spans[0][0] + d * int(adds[spans[0][0] + add - 1])
+                starts = [first, *(a + d for a, _ in spans[1:])]
+                bounds = list(itertools.pairwise([*starts, end + d]))
+                return with_edge_layers(dense(codes), _refit(codes, fit, bounds))
     return fit
 
 
@@ -866,6 +880,24 @@ def _passes_of_graphs(spans: list[tuple[int, int]], marks: np.ndarray) -> bool:
     return len(spans) > 0 and float((held > MAX_GRAPH_KINDS).mean()) >= NORM_SHARE
 
 
+def _adrift_of_graphs(spans: list[tuple[int, int]], marks: np.ndarray) -> bool:
+    """Whether the found layers are not the compiled graphs' (openings `marks`) but drift across them: most found
+    layers hold more graphs than a unit of layers of a few kinds does (`_passes_of_graphs`), or the found layers open
+    at offsets from the graph opened last before them that differ (fewer than NORM_SHARE of them within GRAPH_REACH of
+    their median). Layers compiled one by one whose lengths vary (MoE layers whose expert loops run a GEMM per expert
+    hit) are no repeating unit: one found for them opens wherever its period falls, where each layer is a graph.
+    Layers found in phase with their graphs, and graphs that cut every layer at one place (vLLM's, at the attention),
+    keep one offset."""
+    if _passes_of_graphs(spans, marks):
+        return True
+    starts = np.array([a for a, _ in spans], dtype=np.int64)
+    last = np.searchsorted(marks, starts, side="right") - 1
+    offsets = starts[last >= 0] - marks[last[last >= 0]]
+    if len(offsets) < MIN_LAYERS:
+        return False
+    return float((np.abs(offsets - np.median(offsets)) <= GRAPH_REACH).mean()) < NORM_SHARE
+
+
 def _without_glue_after(codes: np.ndarray, graphs: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """The graphs with each one that is the only one of its kernels and opens as a kind other graphs are, kernel for
     kernel, ended where that kind ends: the stretch after it up to the next graph's opening is eager glue (a
@@ -937,17 +969,39 @@ def _ends_as_copies(
 ) -> list[tuple[int, int]]:
     """The graphs of one run with its last one ending as the longest earlier graph whose kernels it repeats exactly
     (the run's end was found for the common unit, and the last layer may be of another kind), then the graphs that
-    open right after it and repeat an earlier graph exactly (a last layer of another kind the run left out). When no
-    earlier graph repeats exactly (MoE layers whose expert loops run a GEMM per expert hit), the last one ends as the
-    others close (`_closed_as_others`)."""
+    open right after it and repeat an earlier graph exactly, or run most of an earlier graph's kernels
+    (`_graph_like_earlier`): a last layer the run left out, of another kind, or a MoE layer whose expert loop ran
+    another number of GEMMs. When no earlier graph repeats exactly, the last one ends as the others close
+    (`_closed_as_others`)."""
     copies = {codes[a:b].tobytes() for a, b in spans[:-1]}
     a = spans[-1][0]
     length = _longest_copy(codes, a, copies, 0) or _closed_as_others(codes, spans, marks, numbered)
     spans = [*spans[:-1], (a, a + length)]
     copies.add(codes[slice(*spans[-1])].tobytes())
-    while spans[-1][1] in marks and (length := _longest_copy(codes, spans[-1][1], copies, 0)):
+    while spans[-1][1] in marks and (
+        length := _longest_copy(codes, spans[-1][1], copies, 0) or _graph_like_earlier(codes, spans, marks, numbered)
+    ):
         spans.append((spans[-1][1], spans[-1][1] + length))
     return spans
+
+
+def _graph_like_earlier(
+    codes: np.ndarray, spans: list[tuple[int, int]], marks: set[int], numbered: np.ndarray | None
+) -> int:
+    """Length of the compiled graph that opens where `spans` end, ended as they close (`_closed_as_others`), when it
+    shares at least SPLIT_ALIKE of its kernels (as multisets, over the longer one's length) with one of them; else 0.
+    """
+    start = spans[-1][1]
+    length = _closed_as_others(codes, [*spans, (start, start)], marks, numbered)
+    if length <= 0:
+        return 0
+    k = int(codes.max()) + 1
+    graph = np.bincount(codes[start : start + length], minlength=k)
+    for a, b in spans:
+        earlier = np.bincount(codes[a:b], minlength=k)
+        if np.minimum(graph, earlier).sum() >= SPLIT_ALIKE * max(graph.sum(), earlier.sum()):
+            return length
+    return 0
 
 
 def _closed_as_others(
@@ -1116,7 +1170,8 @@ def _most_alike_run(spans: list[LayerSpan], expected: int) -> list[LayerSpan]:
 
 def choose(fits: list[PeriodFit]) -> PeriodFit | None:
     """The shortest period among the fits whose consecutive layers agree (kernel by kernel, aligned at their
-    starts or ends) and that cover nearly as much as the best; else the best coverage x agreement (or x the
+    starts or ends) and that cover nearly as much as the best (a fit whose layers are longer than its period, its
+    unit's copies joined, counts their median length; of layers as long, the fit whose layers agree best); else the best coverage x agreement (or x the
     share of kernels consecutive layers have in common, when higher).
 
     Half layers (attention, then MLP) cover as much as layers but disagree with their neighbours; a unit of
@@ -1127,8 +1182,8 @@ def choose(fits: list[PeriodFit]) -> PeriodFit | None:
         return None
     best = max(f.coverage for f in fits)
     agreeing = [f for f in fits if f.agreement >= AGREEING and f.coverage >= NEAR_TIE * best]
-    if agreeing:
-        return min(agreeing, key=lambda f: (f.period, -f.coverage))
+    if agreeing:  # by the length of its layers: a short unit's copies may have been joined into longer layers
+        return min(agreeing, key=lambda f: (max(f.period, round(_median_length(f))), -f.agreement, -f.coverage))
     # layers whose expert loops differ in length disagree at their ends but share most of their kernels; expert
     # blocks agree perfectly but cover only the loops
     return max(fits, key=lambda f: (f.coverage * max(f.agreement, f.alike), -f.period))
@@ -1167,11 +1222,12 @@ def split_alternating(codes: np.ndarray, fit: PeriodFit, kinds: bool = True) -> 
 
 def holds_repeat(layer: np.ndarray) -> bool:
     """Whether one found layer looks like several: a block as long as a quarter of it that opens it (or closes it)
-    comes back inside it, from a quarter to three quarters of the way. A layer's own norms repeat for a few
-    kernels, an expert loop does not open or close the layer; two layers sharing their attention (a dense and a
-    MoE layer) or their MLP (linear and full attention) left as one do."""
+    comes back inside it, from a quarter to three quarters of the way, for more than NORM_REPEAT kernels. A layer's
+    own norms repeat for a few kernels (its channel mixer's norm and first projection repeat its input norm and
+    first projection), an expert loop does not open or close the layer; two layers sharing their attention (a dense
+    and a MoE layer) or their MLP (linear and full attention) left as one do."""
     length = len(layer)
-    need = max(4, length // 4)
+    need = max(NORM_REPEAT + 1, length // 4)
     for j in range(length // 4, 3 * length // 4 + 1):
         if _run(layer[: length - j] == layer[j:]) >= need or _run(layer[:j][::-1] == layer[::-1][:j]) >= need:
             return True

@@ -384,7 +384,7 @@ def _solve_steps(
     confidence = np.zeros(len(ids))
     steps = [(lo, hi, period.graph_openings(numbers[lo:hi])) for lo, hi in itertools.pairwise(edges)]
     numbered = numbers >= 0
-    adds = np.isin(codes, list(norms.adds))
+    adds, casts = np.isin(codes, list(norms.adds)), np.isin(codes, list(norms.casts))
 
     def solve(lo: int, hi: int, opens: np.ndarray, graphs: bool) -> period.PeriodFit | None:
         fit = period.find_layers(
@@ -398,7 +398,8 @@ def _solve_steps(
         )
         eager = fit is not None and not fit.graphs  # layers that are compiled graphs keep the graphs' boundaries
         norm_opens = norms.openings(codes[lo:hi]) if eager else np.zeros(hi - lo, dtype=bool)
-        fit = period.with_residual_adds_closing(codes[lo:hi], fit, adds[lo:hi]) if eager else fit
+        closing_casts = casts[lo:hi] & ~norm_opens  # a cast that opens a norm opens the next layer
+        fit = period.with_residual_adds_closing(codes[lo:hi], fit, adds[lo:hi], closing_casts) if eager else fit
         normed = period.at_norms(codes[lo:hi], fit, norm_opens) if eager else fit
         # layers moved to their norms: a unit of several kinds found out of phase now splits where its layers meet
         fit = normed if normed is fit else period.split_alternating(period.dense(codes[lo:hi]), normed)
