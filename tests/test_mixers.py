@@ -332,6 +332,25 @@ def test_a_drafters_passes_are_parted_by_the_same_glue_each_time() -> None:
     assert passes._whole_passes(np.array([*same, *sampling], dtype=np.int64), found)
 
 
+def test_a_moe_layer_between_two_runs_whose_expert_gemm_is_the_lm_heads_is_no_glue() -> None:
+    """DeepSeek-V3.2 with MoE every other layer, decode at batch 1 in float16: a MoE layer of an unusual length left
+    two runs of layers (4 and 8) in a step, and one of its expert GEMMs is the LM head's tile variant, a kernel of
+    the step's own epilogue that no layer found runs. The step was read as a drafter's pass and a verify (13 layers
+    found as 5). Glue between two passes holds at least OWN_IN_GLUE kinds of the step's own kernels (the LM head,
+    sampling, the next embedding)."""
+    embedding, head, sampling, layer = [1, 2], [90], [91, 92], list(range(10, 30))
+    moe = [40, *layer[:6], 41, 90, 42, 43]  # an expert GEMM of the LM head's kernel
+    codes = [*embedding, *layer * 4, *moe, *layer * 8, 3, *head, *sampling]
+    second = 2 + 80 + len(moe)
+    found = passes._Runs([(2, 82), (second, second + 160)], [62, second + 140], [4, 8], 20, [])
+    assert not passes._whole_passes(np.array(codes, dtype=np.int64), found)
+    glue = [3, *head, *sampling, *embedding]  # a pass's LM head and sampling, the next pass's embedding
+    codes = [*embedding, *layer * 4, *glue, *layer * 8, 3, *head, *sampling]
+    second = 2 + 80 + len(glue)
+    found = passes._Runs([(2, 82), (second, second + 160)], [62, second + 140], [4, 8], 20, [])
+    assert passes._whole_passes(np.array(codes, dtype=np.int64), found)
+
+
 def test_an_instance_that_opens_with_its_embedding_is_a_forward_pass() -> None:
     """AX-K1 decode at batch 2: MoE layers of many lengths repeat no unit, whole passes nearly do, and the layers
     found inside one pass filled it, its embedding in the dense first layer and its LM head in the last: read as a

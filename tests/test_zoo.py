@@ -288,6 +288,7 @@ SEVEN = {
     "deepseek_v3_dense1_compiled": "MoE layers compiled one by one, of many lengths: a unit found adrift of the graphs",
     "glm4_moe_dense1_compiled": "the same: layers found mid-graph, then one kernel early at the norm's cast",
     "nemotron_h_mamba_moe_attn_compiled": "a pass's last MoE graph, one expert GEMM short of any earlier, left out",
+    "deepseek_v32_moe_every_2_decode": "an expert GEMM of the LM head's kernel read as glue: a drafter's passes",
     "gpt_bigcode_default_prefill": "a short unit's fit, whose copies were joined into layers, chosen over the layers",
     "hy_v4_default_decode": "every layer opened with the float32 residual block closing the layer before (1 step)",
     "llama_default_prefill": "its channel mixer's norm and projection repeat its opening: one layer, not two (guard)",
@@ -309,7 +310,10 @@ def test_float16_batch_one_layers(run: str) -> None:
     HY-V4 decode: the hyper-connections weigh a layer's output and add the residual streams in float32, then cast
     the sum back to half precision - five kernels that closed the layer before and opened every found layer (11,821
     of 12,301 kernels wrong, the dense first layer left out; period.with_residual_adds_closing takes the add's cast).
-    Each exact, with no warning."""
+    DeepSeek-V3.2 with MoE every other layer, decode: a MoE layer of an unusual length parted two runs of layers in
+    two of three steps, and its expert GEMM, the LM head's tile variant, passed for the glue between passes; the
+    steps were read as a drafter's passes and verifies of 8 and 10 layers (3,358 of 5,128 kernels wrong; glue now
+    holds at least passes.OWN_IN_GLUE kinds of the step's own kernels). Each exact, with no warning."""
     assert_exact_and_unwarned(HELD_SEVEN, run, SEVEN[run])
 
 

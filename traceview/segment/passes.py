@@ -35,6 +35,7 @@ MIN_STRETCH_LAYERS = 2  # an uncovered stretch is searched for layers of its own
 INNER_COVERAGE = 0.75  # share of a repeating unit its own layers cover for the unit to be a whole iteration
 MIN_TARGET_LAYERS = 4  # a target's verify pass runs at least this many layers (a layer's own parts repeat less)
 MIN_GLUE = 3  # kernels between two forward passes at least: a final norm, the LM head, the next embedding
+OWN_IN_GLUE = 2  # kinds of the step's own glue kernels (no layer runs them) that glue between two passes holds
 FAR_LAYERS = 6  # kernels around runs of layers, in layers, that no prologue or epilogue is: a loop inside a layer
 RARE_IN_LAYERS = 0.25  # a kernel fewer than this share of the layers found run is the glue's, not a layer's
 MAX_UNIT_LAYERS = 8  # layers a unit of layers of several kinds holds at most (Jamba's: attention every eighth)
@@ -765,9 +766,10 @@ def _own_kernels(codes: np.ndarray, layers: tuple[int, int], layers_run: set[int
 
 def _whole_passes(codes: np.ndarray, found: _Runs) -> bool:
     """Whether the step's runs of layers are whole forward passes: between two of them lie one's epilogue and the
-    next one's prologue, at least MIN_GLUE kernels (a final norm, the LM head, the next embedding), some of them
-    kernels of the step's own prologue or epilogue that no layer runs (sampling, the embedding: not the end of a MoE
-    layer found in part, whose expert GEMMs vary with the tokens each expert takes), and no layer of MIN_BLOCK
+    next one's prologue, at least MIN_GLUE kernels (a final norm, the LM head, the next embedding), at least
+    OWN_IN_GLUE kinds of them kernels of the step's own prologue or epilogue that no layer runs (sampling, the
+    embedding: not the end of a MoE layer found in part, whose expert GEMMs vary with the tokens each expert takes
+    and may be the LM head's tile variant), and no layer of MIN_BLOCK
     kernels or more (a dense layer between dense and MoE ones, left out of the runs for its length), and between
     two passes of the drafter (of fewer layers than the most) the same kernels each time (its sampling and
     embedding: not the rest of MoE layers found in part, whose expert loops differ)."""
@@ -780,7 +782,7 @@ def _whole_passes(codes: np.ndarray, found: _Runs) -> bool:
         itertools.pairwise(found.runs), itertools.pairwise(found.counts), strict=True
     ):
         inside = any(end <= a and b <= start and b - a >= period.MIN_BLOCK for a, b in found.spans)
-        if start - end < MIN_GLUE or inside or not own.intersection(codes[end:start].tolist()):
+        if start - end < MIN_GLUE or inside or len(own.intersection(codes[end:start].tolist())) < OWN_IN_GLUE:
             return False
         if max(pair) < most:
             drafter_glue.add(codes[end:start].tobytes())

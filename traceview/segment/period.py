@@ -1171,8 +1171,8 @@ def _most_alike_run(spans: list[LayerSpan], expected: int) -> list[LayerSpan]:
 def choose(fits: list[PeriodFit]) -> PeriodFit | None:
     """The shortest period among the fits whose consecutive layers agree (kernel by kernel, aligned at their
     starts or ends) and that cover nearly as much as the best (a fit whose layers are longer than its period, its
-    unit's copies joined, counts their median length; of layers as long, the fit whose layers agree best); else the best coverage x agreement (or x the
-    share of kernels consecutive layers have in common, when higher).
+    unit's copies joined, counts their median length; of layers as long, the fit whose layers agree best); else
+    the best coverage x agreement (or x the share of kernels consecutive layers have in common, when higher).
 
     Half layers (attention, then MLP) cover as much as layers but disagree with their neighbours; a unit of
     two layers (local and global attention) agrees better than one layer, but one layer agrees enough.
