@@ -769,10 +769,10 @@ def _whole_passes(codes: np.ndarray, found: _Runs) -> bool:
     next one's prologue, at least MIN_GLUE kernels (a final norm, the LM head, the next embedding), at least
     OWN_IN_GLUE kinds of them kernels of the step's own prologue or epilogue that no layer runs (sampling, the
     embedding: not the end of a MoE layer found in part, whose expert GEMMs vary with the tokens each expert takes
-    and may be the LM head's tile variant), and no layer of MIN_BLOCK
-    kernels or more (a dense layer between dense and MoE ones, left out of the runs for its length), and between
-    two passes of the drafter (of fewer layers than the most) the same kernels each time (its sampling and
-    embedding: not the rest of MoE layers found in part, whose expert loops differ)."""
+    and may be the LM head's tile variant), and no layer of MIN_BLOCK kernels or more (a dense layer between dense
+    and MoE ones, left out of the runs for its length), and between two passes of the drafter (of fewer layers than
+    the most) the same kernels each time (its sampling and embedding: not the rest of MoE layers found in part,
+    whose expert loops differ)."""
     most = max(found.counts)
     own = _own_kernels(
         codes, (found.runs[0][0], found.runs[-1][1]), {c for a, b in found.spans for c in codes[a:b].tolist()}
