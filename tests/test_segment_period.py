@@ -1196,3 +1196,21 @@ def test_a_fit_whose_layers_join_its_units_copies_counts_their_length() -> None:
     names = ["gather", "arange", "cat", "pos_gather", "add", *layer * 8, "ln", "head_gemm"]
     fit = period.find_layers(codes_of(names), whole_pass=True)
     assert fit is not None and {s.end - s.start for s in fit.layers} == {11}
+
+
+def test_a_layer_cut_short_by_an_anchor_in_a_layer_of_another_kind_is_made_whole() -> None:
+    """Granite-MoE-Hybrid prefill (three Mamba layers to one attention layer): the anchor kernel, in the MLP block
+    both kinds run, also starts a "layer" inside the attention layer, which cut the Mamba layer before it in half
+    (half a Mamba layer, then its other half with the attention layer, matching the unit at 0.58). A layer shorter
+    than the unit, followed by one that matches it poorly, is one unit long where that stretch matches the unit
+    nearly whole; the layer after keeps the rest. Two layers alike stay."""
+    mamba = [*range(10, 40), *range(50, 60)]  # its mixer, then the MLP block
+    attention = [*range(70, 80), *range(50, 60)]  # another mixer, the same MLP block
+    codes = np.array([0, *mamba * 3, *attention, *mamba * 3, 1], dtype=np.int64)
+    unit = np.array(mamba, dtype=np.int64)
+    cut = 121 + 10 - 30  # the attention layer's MLP block (10 kernels in) read as a Mamba layer's (30 kernels in)
+    bounds = [(1, 41), (41, 81), (81, cut), (cut, 141), (141, 181)]
+    spans = [period.LayerSpan(a, b, 0.58 if a == cut else 1.0) for a, b in bounds]
+    fixed = period._unit_long_before_other(codes, spans, unit)
+    assert [(s.start, s.end) for s in fixed] == [(1, 41), (41, 81), (81, 121), (121, 141), (141, 181)]
+    assert period._unit_long_before_other(codes, spans[:2], unit) == spans[:2]

@@ -1726,7 +1726,27 @@ def _layers_at(
     rotated = np.roll(unit, shift)
     bounds = _trim(codes, _segments(codes, _snapped(codes, marks - shift, rotated), rotated), rotated)
     spans = _accepted(codes, _whole_unit_copies(codes, bounds, rotated), rotated, kin)
-    return _whole_copies(codes, _extend_left(codes, spans, rotated, kin) + spans, len(rotated)), rotated
+    spans = _whole_copies(codes, _extend_left(codes, spans, rotated, kin) + spans, len(rotated))
+    return _unit_long_before_other(codes, spans, rotated), rotated
+
+
+def _unit_long_before_other(codes: np.ndarray, spans: list[LayerSpan], unit: np.ndarray) -> list[LayerSpan]:
+    """The spans with a layer shorter than the unit, followed by one that matches the unit poorly, made one unit
+    long where the unit-long stretch from its start matches the unit nearly whole (EXACT_OR_CONFIDENT, both ways);
+    the layer after keeps the rest. The anchor also runs in a layer of another kind (a Mamba layer's MLP block runs
+    in an attention layer too), and a layer started from it there cut the layer before it short: half a Mamba
+    layer, then its other half with the attention layer."""
+    out = list(spans)
+    for i in range(len(out) - 1):
+        layer, after = out[i], out[i + 1]
+        end = layer.start + len(unit)
+        if layer.end != after.start or not layer.end < end < after.end or after.confidence >= EXACT_OR_CONFIDENT:
+            continue
+        precision, recall = similarity(codes, np.array([(layer.start, end), (end, after.end)]), unit)
+        if min(precision[0], recall[0]) >= EXACT_OR_CONFIDENT:
+            out[i] = LayerSpan(layer.start, end, round(float(precision[0]), 4))
+            out[i + 1] = LayerSpan(end, after.end, round(float(precision[1]), 4))
+    return out
 
 
 def alike(codes: np.ndarray, spans: list[LayerSpan] | tuple[LayerSpan, ...]) -> float:
