@@ -1040,10 +1040,11 @@ def test_layers_found_opening_with_the_residual_add_of_the_layer_before_close_wi
     bounds = np.cumsum([2, len(dense), *[len(moe)] * 5]).tolist()
     true = list(itertools.pairwise(bounds))
     early = [(a - 2, b - 2) for a, b in true[1:]]
-    moved = period.with_residual_adds_closing(codes, period._fit_of(period.dense(codes), early), adds)
+    no_casts = np.zeros(len(names), dtype=bool)
+    moved = period.with_residual_adds_closing(codes, period._fit_of(period.dense(codes), early), adds, no_casts)
     assert moved is not None and [(s.start, s.end) for s in moved.layers] == true
     in_phase = period._fit_of(period.dense(codes), true[1:])
-    assert period.with_residual_adds_closing(codes, in_phase, adds) is in_phase
+    assert period.with_residual_adds_closing(codes, in_phase, adds, no_casts) is in_phase
 
 
 def test_a_closing_block_in_float32_closes_the_layer_before_with_its_cast_back() -> None:

@@ -156,6 +156,39 @@ def test_compiled_layers_found_right_are_not_doubted(run: str) -> None:
     assert row.exact and not row.warnings, row
 
 
+# Fourth held-out recording (float16, batch 1): cuBLAS runs most projections with one GEMM kernel, so parts of a
+# layer repeat by name. Qwen3's input norm, q norm and k norm each run before one GEMM: the unit opened with three
+# identical blocks, taken for three layers before a fourth of another kind (32 layers for 8, silent; LFM2 prefill
+# the same, not committed); blocks are layers only when they close as the unit does, or with a kernel of their
+# own (period._repeated_opening_cuts). AX-K1's three dense layers before
+# the MoE ones open their MLP half as their attention half: found each half a layer late (277 kernels wrong,
+# silent); boundaries are moved to make exact copies until nothing moves (period._whole_copies). Qwen3.5-MoE and
+# Granite-MoE-Hybrid: a unit found in a phase that cuts through an expert loop's run of one GEMM had a boundary
+# context of that kernel three times, which marked every kernel of the run a layer (4,477 one-kernel layers);
+# such a unit opens no layer (period.boundary_cuts). DeepSeek-V3 with one dense layer and GLM-4.5 compiled layer
+# by layer (first 2 steps): each MoE graph runs a GEMM per expert hit, so layers are of many lengths; in one step
+# no period fitted (no layers at all), in the other the dense graph and a longer MoE graph before the run found
+# were left out (7 layers for 8). Each graph is a layer when no period fits (period._graphs_alone), every graph
+# that runs up to a run found is taken (period._graph_before), a run's last graph ends as the others close.
+# DeepSeek-V3 with three dense layers compiled (first 2 steps): the unit found was the MoE layers' attention half,
+# so the pass's last graph was a run of its own and ended at that half; it ends as all the pass's graphs close
+# (and on the whole recording three of four steps were read as a drafter's six passes and a verify: the parts of
+# MoE layers between the halves differ, a drafter's glue does not - passes._whole_passes). Cohere 2 MoE compiled
+# (first 2 steps): its last layer, a full-attention graph, closes with a fused kernel the sliding-attention graphs
+# run inside them, so it ended one eager kernel late (silent); a run's last graph ends after its last kernel that
+# Inductor numbers when every other graph ends with one. AX-K1 compiled (4 steps, no step annotation): its MoE
+# layers repeat no unit, whole forward passes nearly do, so the trace was read as one step of four one-pass
+# "layers" (warned); a unit holding more graphs than a unit of layers of a few kinds is a pass of graphs, each
+# graph a layer ended after its last numbered kernel, and the eager glue parts the passes. AX-K1 with three dense
+# layers, decode (first 3 steps): its MoE layers close with a norm and a residual add after the experts' add,
+# which the unit left between the layers; the last layer ended at the experts' add, the block taken for the final
+# norm (warned); it runs on to the end of the block most layers close with (period.with_closing_block).
+# DeepSeek-V2 with three dense layers compiled (first 3 steps): in its third step the layers found were out of
+# phase and ended mid-graph, and the MoE graphs were left that short (28 kernels, warned); a compiled graph runs on
+# to its last numbered kernel before the next opens (period._ended_at_numbered). JetMoE decode (4 steps): its
+# attention's routing made one step's unit of another phase, every layer 25 kernels late (209 kernels, warned);
+# such a step's layers move to the nearest place they open as the other steps' layers do, the last closing as
+# they close (period.in_phase_with). Each exact, with no warning.
 FOUR = {
     "qwen3_default_prefill": "a layer's own norm-and-projection blocks repeat",
     "axk1_dense3_prefill": "dense layers found half a layer late",
@@ -172,44 +205,35 @@ FOUR = {
 }
 
 
-@pytest.mark.parametrize("run", sorted(FOUR))
-def test_batch_one_float16_layers(run: str) -> None:
-    """Fourth held-out recording (float16, batch 1): cuBLAS runs most projections with one GEMM kernel, so parts of a
-    layer repeat by name. Qwen3's input norm, q norm and k norm each run before one GEMM: the unit opened with three
-    identical blocks, taken for three layers before a fourth of another kind (32 layers for 8, silent; LFM2 prefill
-    the same, not committed); blocks are layers only when they close as the unit does, or with a kernel of their
-    own (period._repeated_opening_cuts). AX-K1's three dense layers before
-    the MoE ones open their MLP half as their attention half: found each half a layer late (277 kernels wrong,
-    silent); boundaries are moved to make exact copies until nothing moves (period._whole_copies). Qwen3.5-MoE and
-    Granite-MoE-Hybrid: a unit found in a phase that cuts through an expert loop's run of one GEMM had a boundary
-    context of that kernel three times, which marked every kernel of the run a layer (4,477 one-kernel layers);
-    such a unit opens no layer (period.boundary_cuts). DeepSeek-V3 with one dense layer and GLM-4.5 compiled layer
-    by layer (first 2 steps): each MoE graph runs a GEMM per expert hit, so layers are of many lengths; in one step
-    no period fitted (no layers at all), in the other the dense graph and a longer MoE graph before the run found
-    were left out (7 layers for 8). Each graph is a layer when no period fits (period._graphs_alone), every graph
-    that runs up to a run found is taken (period._graph_before), a run's last graph ends as the others close.
-    DeepSeek-V3 with three dense layers compiled (first 2 steps): the unit found was the MoE layers' attention half,
-    so the pass's last graph was a run of its own and ended at that half; it ends as all the pass's graphs close
-    (and on the whole recording three of four steps were read as a drafter's six passes and a verify: the parts of
-    MoE layers between the halves differ, a drafter's glue does not - passes._whole_passes). Cohere 2 MoE compiled
-    (first 2 steps): its last layer, a full-attention graph, closes with a fused kernel the sliding-attention graphs
-    run inside them, so it ended one eager kernel late (silent); a run's last graph ends after its last kernel that
-    Inductor numbers when every other graph ends with one. AX-K1 compiled (4 steps, no step annotation): its MoE
-    layers repeat no unit, whole forward passes nearly do, so the trace was read as one step of four one-pass
-    "layers" (warned); a unit holding more graphs than a unit of layers of a few kinds is a pass of graphs, each
-    graph a layer ended after its last numbered kernel, and the eager glue parts the passes. AX-K1 with three dense
-    layers, decode (first 3 steps): its MoE layers close with a norm and a residual add after the experts' add,
-    which the unit left between the layers; the last layer ended at the experts' add, the block taken for the final
-    norm (warned); it runs on to the end of the block most layers close with (period.with_closing_block).
-    DeepSeek-V2 with three dense layers compiled (first 3 steps): in its third step the layers found were out of
-    phase and ended mid-graph, and the MoE graphs were left that short (28 kernels, warned); a compiled graph runs on
-    to its last numbered kernel before the next opens (period._ended_at_numbered). JetMoE decode (4 steps): its
-    attention's routing made one step's unit of another phase, every layer 25 kernels late (209 kernels, warned);
-    such a step's layers move to the nearest place they open as the other steps' layers do, the last closing as
-    they close (period.in_phase_with). Each exact, with no warning."""
-    assert_exact_and_unwarned(HELD_FOUR, run, FOUR[run])
-
-
+# Fifth held-out recording (float32, batch 2, H100), 378 eager, CUDA-graph and compiled runs: two tokens a step
+# make MoE layers of many lengths (an expert hit by both runs other GEMMs), and float32 GEMMs run split-K, a GEMM
+# and its reduction per projection. Qwen2-MoE, DeepSeek-V3 with one dense layer (prefill) and JetMoE: a unit found
+# in a phase that opens inside an expert loop of GEMM and reduction marked every pair a layer (463, 900, 1,000
+# layers a step); a boundary context whose first kernel comes back as its third opens no layer (mixers.in_loop).
+# Qwen2-MoE, Laguna and DeepSeek-V3.2 with MoE every other layer: expert loops told apart as forward passes were read
+# as a drafter's passes and a verify of fewer layers than the step runs in one run; glue between passes holds a
+# kernel of the step's own prologue or epilogue that no layer runs (passes._glued), and a run of more layers than
+# the verify going on past it makes the verify a part of one pass (passes._run_past). Qwen2-MoE with MoE every other
+# layer: the end of a MoE layer found in part was taken for the glue between a drafter's pass and the target's
+# (the same rule, passes._whole_passes). AFMoE: the four decode steps were one step, the
+# unit a whole pass out of phase with the passes, whose glue a layer took in; its layers were read as a unit of
+# layers of several kinds, which holds a few, not twenty (passes._inner). Persimmon: the post-attention LayerNorm
+# opened every found layer, as the input one does (64 kernels, warned; period.with_first_layer_whole). AX-K1 with
+# three dense layers: two cut at the norm inside the second's attention (219 kernels, silent;
+# period.with_known_cuts). AFMoE with three dense layers: the last dense layer and the next found as one
+# (4,623 kernels; period._known_halves). Mllama: its cross-attention layers run no kernel when decoding text, so no
+# trace shows them; the layers after one are compared by place (truth.wrong_kernels; 1,305 kernels were counted
+# wrong, silent). Qwen3-Next prefill: the trace opens with the embedding's gather and ends with the LM head's GEMM,
+# each a kernel some layers run, and was doubted as cut by its capture window; three kernels in a row decide
+# (pipeline._cut_windows). GPT-2 as a CUDA graph: its labels gave layers of 27, 26, 27 ... 25 kernels, the capture's
+# split-K memory sets counted as replayed (truth.kineto_kernels counts kernel launches only; relabelled). HY-V4
+# (hyper-connections): a layer ends by weighing its output and adding the residual streams, and the next opens
+# with a projection before its norm; every found layer opened with the layer before's two closing kernels, the
+# dense first layer left out (8,099 kernels in two steps, silent; period.with_residual_adds_closing). AX-K1: the
+# layers of one step found inside their norm at two offsets, the last running into the final norm, the dense
+# layer (two norms, against three in a MoE layer) left in the prologue (period._moved_to_norms,
+# period._with_layer_before). AFMoE prefill: sandwich norms, layers found a half out of phase, the first layer's
+# attention half left before them (period._opening_as_the_first). Each exact, with no warning.
 FIVE = {
     "qwen2_moe_default_decode": "a unit opening inside a loop of two kernels; an expert loop read as a drafter",
     "deepseek_v3_dense1_prefill": "a unit opening inside a loop of two kernels",
@@ -230,40 +254,13 @@ FIVE = {
 }
 
 
-@pytest.mark.parametrize("run", sorted(FIVE))
-def test_batch_two_float32_layers(run: str) -> None:
-    """Fifth held-out recording (float32, batch 2, H100), 378 eager, CUDA-graph and compiled runs: two tokens a step
-    make MoE layers of many lengths (an expert hit by both runs other GEMMs), and float32 GEMMs run split-K, a GEMM
-    and its reduction per projection. Qwen2-MoE, DeepSeek-V3 with one dense layer (prefill) and JetMoE: a unit found
-    in a phase that opens inside an expert loop of GEMM and reduction marked every pair a layer (463, 900, 1,000
-    layers a step); a boundary context whose first kernel comes back as its third opens no layer (mixers.in_loop).
-    Qwen2-MoE, Laguna and DeepSeek-V3.2 with MoE every other layer: expert loops told apart as forward passes were read
-    as a drafter's passes and a verify of fewer layers than the step runs in one run; glue between passes holds a
-    kernel of the step's own prologue or epilogue that no layer runs (passes._glued), and a run of more layers than
-    the verify going on past it makes the verify a part of one pass (passes._run_past). Qwen2-MoE with MoE every other
-    layer: the end of a MoE layer found in part was taken for the glue between a drafter's pass and the target's
-    (the same rule, passes._whole_passes). AFMoE: the four decode steps were one step, the
-    unit a whole pass out of phase with the passes, whose glue a layer took in; its layers were read as a unit of
-    layers of several kinds, which holds a few, not twenty (passes._inner). Persimmon: the post-attention LayerNorm
-    opened every found layer, as the input one does (64 kernels, warned; period.with_first_layer_whole). AX-K1 with
-    three dense layers: two cut at the norm inside the second's attention (219 kernels, silent;
-    period.with_known_cuts). AFMoE with three dense layers: the last dense layer and the next found as one
-    (4,623 kernels; period._known_halves). Mllama: its cross-attention layers run no kernel when decoding text, so no
-    trace shows them; the layers after one are compared by place (truth.wrong_kernels; 1,305 kernels were counted
-    wrong, silent). Qwen3-Next prefill: the trace opens with the embedding's gather and ends with the LM head's GEMM,
-    each a kernel some layers run, and was doubted as cut by its capture window; three kernels in a row decide
-    (pipeline._cut_windows). GPT-2 as a CUDA graph: its labels gave layers of 27, 26, 27 ... 25 kernels, the capture's
-    split-K memory sets counted as replayed (truth.kineto_kernels counts kernel launches only; relabelled). HY-V4
-    (hyper-connections): a layer ends by weighing its output and adding the residual streams, and the next opens
-    with a projection before its norm; every found layer opened with the layer before's two closing kernels, the
-    dense first layer left out (8,099 kernels in two steps, silent; period.with_residual_adds_closing). AX-K1: the
-    layers of one step found inside their norm at two offsets, the last running into the final norm, the dense
-    layer (two norms, against three in a MoE layer) left in the prologue (period._moved_to_norms,
-    period._with_layer_before). AFMoE prefill: sandwich norms, layers found a half out of phase, the first layer's
-    attention half left before them (period._opening_as_the_first). Each exact, with no warning."""
-    assert_exact_and_unwarned(HELD_FIVE, run, FIVE[run])
-
-
+# Sixth held-out recording (bfloat16, batch 4, widths doubled, H200), 445 eager, CUDA-graph and compiled runs.
+# Nemotron-H in its own models' order of single-mixer blocks (Mamba, MoE, Mamba, MoE, Mamba, attention, MoE): the
+# repeating unit paired blocks and left the attention blocks out (28 layers a pass found as 12, warned). Block kinds
+# that cannot split into two alternating classes are layers of one mixer each (period.as_single_mixer_blocks).
+# NanoChat (a norm on q and k after the rotary embedding's add, so three "blocks" a layer, an odd cycle): its layers,
+# alike and meeting, stay whole - the rule's first version cut them in three; so do AX-K1's MoE layers (a norm and a
+# residual add after the experts: three blocks) after three dense layers of two. Each exact, with no warning.
 SIX = {
     "nemotron_h_memem_attn_moe_decode": "single-mixer blocks paired, attention blocks left out between the layers",
     "nemotron_h_memem_attn_moe_prefill": "single-mixer blocks paired, attention blocks left out between the layers",
@@ -272,18 +269,26 @@ SIX = {
 }
 
 
-@pytest.mark.parametrize("run", sorted(SIX))
-def test_bfloat16_batch_four_layers(run: str) -> None:
-    """Sixth held-out recording (bfloat16, batch 4, widths doubled, H200), 445 eager, CUDA-graph and compiled runs.
-    Nemotron-H in its own models' order of single-mixer blocks (Mamba, MoE, Mamba, MoE, Mamba, attention, MoE): the
-    repeating unit paired blocks and left the attention blocks out (28 layers a pass found as 12, warned). Block kinds
-    that cannot split into two alternating classes are layers of one mixer each (period.as_single_mixer_blocks).
-    NanoChat (a norm on q and k after the rotary embedding's add, so three "blocks" a layer, an odd cycle): its layers,
-    alike and meeting, stay whole - the rule's first version cut them in three; so do AX-K1's MoE layers (a norm and a
-    residual add after the experts: three blocks) after three dense layers of two. Each exact, with no warning."""
-    assert_exact_and_unwarned(HELD_SIX, run, SIX[run])
-
-
+# Seventh held-out recording (float16, batch 1, five repeats of the longest unit, H100), 413 eager, CUDA-graph,
+# compiled and nsys runs. DeepSeek-V3 and GLM-4.5 with a dense first layer, compiled one layer at a time: at batch
+# 1 each MoE layer runs as many expert GEMMs as experts its token hit, so no unit repeats; the unit found opened
+# mid-layer at offsets that drift from one compiled graph to the next (1,032 of 1,314 kernels wrong, 7 layers a
+# step; 39 wrong), where each graph is a layer (period._adrift_of_graphs). Nemotron-H (Mamba, MoE, attention)
+# compiled: a pass's last graph, a MoE layer one expert GEMM short of every earlier one, was no exact copy and was
+# left out (period._graph_like_earlier). GPT-BigCode prefill: a fit of a 6-kernel period whose copies were joined
+# into 11-kernel layers, one half layer first, won as the shorter period (period.choose: a fit counts its layers'
+# length). Llama prefill at batch 1: its eager float16 RMSNorm (8 kernels) and the GEMM after it, repeated at the
+# channel mixer, were a quarter of its 38-kernel layers and raised the "two layers each" doubt (period.NORM_REPEAT).
+# HY-V4 decode: the hyper-connections weigh a layer's output and add the residual streams in float32, then cast
+# the sum back to half precision - five kernels that closed the layer before and opened every found layer (11,821
+# of 12,301 kernels wrong, the dense first layer left out; period.with_residual_adds_closing takes the add's cast).
+# DeepSeek-V3.2 with MoE every other layer, decode: a MoE layer of an unusual length parted two runs of layers in
+# two of three steps, and its expert GEMM, the LM head's tile variant, passed for the glue between passes; the
+# steps were read as a drafter's passes and verifies of 8 and 10 layers (3,358 of 5,128 kernels wrong; glue now
+# holds at least passes.OWN_IN_GLUE kinds of the step's own kernels). Granite-MoE-Hybrid prefill (three Mamba layers
+# to one attention layer): the anchor kernel, in the MLP block both kinds run, started a layer inside each attention
+# layer, cutting the Mamba layer before it in half (2,207 of 2,589 wrong, 25 layers for 20;
+# period._unit_long_before_other). Each exact, with no warning.
 SEVEN = {
     "deepseek_v3_dense1_compiled": "MoE layers compiled one by one, of many lengths: a unit found adrift of the graphs",
     "glm4_moe_dense1_compiled": "the same: layers found mid-graph, then one kernel early at the norm's cast",
@@ -296,33 +301,17 @@ SEVEN = {
 }
 
 
-@pytest.mark.parametrize("run", sorted(SEVEN))
-def test_float16_batch_one_layers(run: str) -> None:
-    """Seventh held-out recording (float16, batch 1, five repeats of the longest unit, H100), 413 eager, CUDA-graph,
-    compiled and nsys runs. DeepSeek-V3 and GLM-4.5 with a dense first layer, compiled one layer at a time: at batch
-    1 each MoE layer runs as many expert GEMMs as experts its token hit, so no unit repeats; the unit found opened
-    mid-layer at offsets that drift from one compiled graph to the next (1,032 of 1,314 kernels wrong, 7 layers a
-    step; 39 wrong), where each graph is a layer (period._adrift_of_graphs). Nemotron-H (Mamba, MoE, attention)
-    compiled: a pass's last graph, a MoE layer one expert GEMM short of every earlier one, was no exact copy and was
-    left out (period._graph_like_earlier). GPT-BigCode prefill: a fit of a 6-kernel period whose copies were joined
-    into 11-kernel layers, one half layer first, won as the shorter period (period.choose: a fit counts its layers'
-    length). Llama prefill at batch 1: its eager float16 RMSNorm (8 kernels) and the GEMM after it, repeated at the
-    channel mixer, were a quarter of its 38-kernel layers and raised the "two layers each" doubt (period.NORM_REPEAT).
-    HY-V4 decode: the hyper-connections weigh a layer's output and add the residual streams in float32, then cast
-    the sum back to half precision - five kernels that closed the layer before and opened every found layer (11,821
-    of 12,301 kernels wrong, the dense first layer left out; period.with_residual_adds_closing takes the add's cast).
-    DeepSeek-V3.2 with MoE every other layer, decode: a MoE layer of an unusual length parted two runs of layers in
-    two of three steps, and its expert GEMM, the LM head's tile variant, passed for the glue between passes; the
-    steps were read as a drafter's passes and verifies of 8 and 10 layers (3,358 of 5,128 kernels wrong; glue now
-    holds at least passes.OWN_IN_GLUE kinds of the step's own kernels). Granite-MoE-Hybrid prefill (three Mamba layers
-    to one attention layer): the anchor kernel, in the MLP block both kinds run, started a layer inside each attention
-    layer, cutting the Mamba layer before it in half (2,207 of 2,589 wrong, 25 layers for 20;
-    period._unit_long_before_other). Each exact, with no warning."""
-    assert_exact_and_unwarned(HELD_SEVEN, run, SEVEN[run])
+HELD_OUT_FIXED = [(HELD_FOUR, FOUR), (HELD_FIVE, FIVE), (HELD_SIX, SIX), (HELD_SEVEN, SEVEN)]
 
 
-def assert_exact_and_unwarned(root: Path, run: str, why: str) -> None:
-    """The run `run` of the recording `root` is exact kernel by kernel and raises no warning (`why`: what it was)."""
+@pytest.mark.parametrize(
+    ("root", "run", "why"),
+    [pytest.param(root, run, table[run], id=f"{root.name}-{run}") for root, table in HELD_OUT_FIXED for run in table],
+)
+def test_held_out_runs_once_missed_are_exact_and_unwarned(root: Path, run: str, why: str) -> None:
+    """Each run of a held-out recording that a session's rules fixed, or that guards against a first version of
+    them (`why`; each table's comment tells the recording and the causes), is exact kernel by kernel and raises no
+    warning."""
     labels, trace = next(case for case in zoo_accuracy.zoo_cases(root) if case[0].stem == run)
     row = zoo_accuracy.check_zoo(labels, trace, hint=False)
     assert row.exact and not row.warnings, (why, row)

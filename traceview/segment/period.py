@@ -551,7 +551,7 @@ def _cuts_into_known(codes: np.ndarray, span: tuple[int, int], known: set[bytes]
 
 
 def with_residual_adds_closing(
-    codes: np.ndarray, fit: PeriodFit | None, adds: np.ndarray, casts: np.ndarray | None = None
+    codes: np.ndarray, fit: PeriodFit | None, adds: np.ndarray, casts: np.ndarray
 ) -> PeriodFit | None:
     """The fit with every boundary moved on by d kernels where the layers meet, most of them (NORM_SHARE) open with
     the same block of d kernels that ends with a residual add (`adds`, one flag per kernel: an eager elementwise add;
@@ -569,7 +569,6 @@ def with_residual_adds_closing(
     end = spans[-1][1]
     if any(b != c for (_, b), (c, _) in itertools.pairwise(spans)):
         return fit
-    casts = np.zeros(len(codes), dtype=bool) if casts is None else casts
     for add in range(1, min(CLOSING_BLOCK, len(codes) - end) + 1):
         if not adds[end + add - 1]:
             continue
@@ -997,11 +996,8 @@ def _graph_like_earlier(
         return 0
     k = int(codes.max()) + 1
     graph = np.bincount(codes[start : start + length], minlength=k)
-    for a, b in spans:
-        earlier = np.bincount(codes[a:b], minlength=k)
-        if np.minimum(graph, earlier).sum() >= SPLIT_ALIKE * max(graph.sum(), earlier.sum()):
-            return length
-    return 0
+    like = any(_shared_share(graph, np.bincount(codes[a:b], minlength=k)) >= SPLIT_ALIKE for a, b in spans)
+    return length if like else 0
 
 
 def _closed_as_others(
@@ -1491,10 +1487,12 @@ def _cuts(unit: np.ndarray, opens: np.ndarray, k: int) -> list[int] | None:
     sizes = [len(p) for p in parts]
     if min(sizes) < 2 or max(sizes) > 1.25 * min(sizes):
         return None
-    for a, b in itertools.pairwise(parts):
-        shared = np.minimum(*(np.bincount(x, minlength=int(unit.max()) + 1) for x in (a, b))).sum()
-        if shared < SPLIT_ALIKE * max(len(a), len(b)):
-            return None
+    k = int(unit.max()) + 1
+    if any(
+        _shared_share(np.bincount(a, minlength=k), np.bincount(b, minlength=k)) < SPLIT_ALIKE
+        for a, b in itertools.pairwise(parts)
+    ):
+        return None
     return cuts
 
 
@@ -1755,7 +1753,12 @@ def alike(codes: np.ndarray, spans: list[LayerSpan] | tuple[LayerSpan, ...]) -> 
         return 1.0
     k = int(codes.max()) + 1
     counts = [np.bincount(codes[s.start : s.end], minlength=k) for s in spans]
-    return float(np.mean([np.minimum(a, b).sum() / max(a.sum(), b.sum(), 1) for a, b in itertools.pairwise(counts)]))
+    return float(np.mean([_shared_share(a, b) for a, b in itertools.pairwise(counts)]))
+
+
+def _shared_share(a: np.ndarray, b: np.ndarray) -> float:
+    """The kernels two stretches share (as multisets: per-code counts `a`, `b`) over the longer one's length."""
+    return float(np.minimum(a, b).sum() / max(a.sum(), b.sum(), 1))
 
 
 def agreement(codes: np.ndarray, spans: list[LayerSpan] | tuple[LayerSpan, ...]) -> float:
