@@ -3,8 +3,7 @@
 Before: the parent ATTACHed each part database inside the ingest's transaction, and DuckDB keeps an attached file
 open until the commit: one descriptor per rank file (1,100 files under `ulimit -n 1024` gave a traceback after
 274 s); and workers were as many as asked, each with DuckDB's default memory (`--jobs 24` peaked at 4.3 GB
-against 265 MB serial). The parts are ATTACHed again (the copy through Arrow took 1.7x as long), and they are at
-most parallel.MAX_PARTS however many files.
+against 265 MB serial).
 """
 
 from __future__ import annotations
@@ -19,10 +18,9 @@ import pytest
 from hostile_traces import traceview
 from test_ingest_parse import _rank_file
 
-from traceview.db import Access, create_schema, duckdb_connect
-from traceview.ingest import IngestOptions
+from traceview.db import create_schema, duckdb_connect
 from traceview.ingest.kineto import FileResult
-from traceview.ingest.parallel import MAX_PARTS, WORKER_BASE, file_parts, merge_part, worker_count
+from traceview.ingest.parallel import WORKER_BASE, merge_part, worker_count
 
 RANKS = 1100
 DESCRIPTORS = 256
@@ -62,29 +60,21 @@ def _empty(path: Path) -> Path:
     return path
 
 
-def test_merging_parts_holds_one_descriptor_per_part_until_the_commit(tmp_path: Path) -> None:
+def test_merging_parts_in_one_transaction_holds_no_descriptor_of_them(tmp_path: Path) -> None:
     schema = _empty(tmp_path / "schema.db")
     parts = [_part(tmp_path / f"part-{rank}.db", rank, schema) for rank in range(40)]
-    con = duckdb_connect(str(tmp_path / "run.db"), access=Access(readable=(tmp_path,)))  # as ingest's: its scratch
+    con = duckdb_connect(str(tmp_path / "run.db"))
     create_schema(con)
     con.execute("BEGIN TRANSACTION")
     before = len(os.listdir("/proc/self/fd"))
     for rank, part in enumerate(parts):
         result = FileResult(rank=rank, warnings=(), partial=False, clock_anchor_ns=None, profiler_version="")
         merge_part(con, part, 7, [(rank, part)], [result])
-    # at most one more per part (fewer is no leak: a descriptor of an earlier test's may close meanwhile, as in CI)
-    assert len(os.listdir("/proc/self/fd")) <= before + len(parts)
+    # none more than before (fewer is no leak: a descriptor of an earlier test's may close meanwhile, as in CI)
+    assert len(os.listdir("/proc/self/fd")) <= before
     con.execute("COMMIT")
     assert con.execute("SELECT count(*) FROM ranks WHERE run_id = 7").fetchall() == [(40,)]
     con.close()
-
-
-def test_parts_are_at_most_max_parts_however_many_files(tmp_path: Path) -> None:
-    files = tuple(_rank_file(tmp_path, rank) for rank in range(RANKS))
-    parts = file_parts(files, IngestOptions(jobs=RANKS))  # a file to a part, as large files are
-    assert len(parts) <= MAX_PARTS
-    assert [item for part in parts for item in part] == list(enumerate(files))  # every file once, in order
-    assert len(file_parts(files[:8], IngestOptions(jobs=8))) == 8  # few files: one part each
 
 
 def test_workers_are_capped_by_memory_as_well_as_by_cores() -> None:

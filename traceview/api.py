@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import importlib
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -159,7 +157,6 @@ def _ingest_once(
             )
         if taken:
             delete_run(con, taken[0])
-        _import_segmentation_meanwhile()
         run_id = load_run(con, source, label, options)
         report_stage(options.progress, STAGE_SEGMENTATION)
         segment_run(con, run_id, segment_options)
@@ -168,18 +165,6 @@ def _ingest_once(
         _publish(con, dataset, run_id)
         report_stage(options.progress, STAGE_COMMIT)  # when the session closes
         return summary
-
-
-def _import_segmentation_meanwhile() -> None:
-    """Import segmentation's modules (numpy and pandas with them: 0.4 s on 2 cores) in a thread while the trace
-    loads, which DuckDB does with the GIL released (and --jobs in worker processes): segmentation then starts at
-    once. A failed import is left for segmentation itself to raise."""
-
-    def load() -> None:
-        with contextlib.suppress(Exception):
-            importlib.import_module("traceview.segment.pipeline")
-
-    threading.Thread(target=load, name="traceview-import", daemon=True).start()
 
 
 def _publish(con: duckdb.DuckDBPyConnection, dataset: Staging | None, run_id: int) -> None:

@@ -2,13 +2,13 @@
 
 Reads: the files of one run. Writes: the run's rows in the caller's connection (its open transaction).
 The files are cut into parts of consecutive files (kineto_batch.batches: small files grouped, at most an even share
-of them to a part; at most MAX_PARTS parts). Each worker process loads one part at a time with the same code as a
-serial load (kineto.load_in_turn) into its own temporary DuckDB database, as run 1; the parent then ATTACHes each
-part in order and copies its rows in with one INSERT per table, run by DuckDB on all its threads, with the run id
-replaced and the keys (activity, launch and range ids, and the references to them) moved past the rows already
-there: the result is the same as a serial load. A database ATTACHed in a transaction keeps its file open until the
-commit, so the parts are at most MAX_PARTS, however many files (1,100 rank files once held 1,100 descriptors).
-Linking, classification and range nesting are per rank, so they are done in the workers.
+of them to a part). Each worker process loads one part at a time with the same code as a serial load
+(kineto.load_in_turn) into its own temporary DuckDB database, as run 1; the parent then opens each part in order with
+a connection of its own, streams its rows in, with the run id replaced and the keys (activity, launch and range ids,
+and the references to them) moved past the rows already there, and closes it: the result is the same as a serial
+load, and the parent holds no descriptor of a part once merged (a database ATTACHed in a transaction keeps its file
+open until the commit: one descriptor per part). Linking, classification and range nesting are per rank, so they
+are done in the workers.
 
 Workers: at most --jobs, the parts, the cores, and what the ingest's memory budget allows (`worker_count`): each
 worker needs WORKER_BASE for itself and, for DuckDB, the cap one ingest of the largest part would get
@@ -32,6 +32,7 @@ from ..db import (
     checkpoint,
     create_schema,
     duckdb_connect,
+    execute_with,
     ingest_access,
     machine_share,
     memory_budget,
@@ -59,7 +60,6 @@ KEYS = {
 MAX_KEY = {"launches": "launch_id", "gpu_activity": "activity_id", "cpu_ranges": "range_id", "gpu_ranges": "range_id"}
 WORKER_BASE = 256 << 20  # a worker's own memory: Python, DuckDB and pyarrow loaded (~200 MiB RSS measured)
 MIN_WORKER_CAP = 256 << 20  # the least DuckDB memory cap a worker gets
-MAX_PARTS = 64  # the most part databases of one ingest: each holds a descriptor from its merge to the commit
 
 
 class WorkerError(Exception):
@@ -75,7 +75,8 @@ class WorkerError(Exception):
 
 def load_files(con: duckdb.DuckDBPyConnection, source: Source, run_id: int, options: IngestOptions) -> list[FileResult]:
     """Load `source.files` with up to options.jobs processes; merge them into run `run_id` of `con` in file order."""
-    parts = file_parts(source.files, options)
+    share = math.ceil(len(source.files) / options.jobs)
+    parts = list(kineto_batch.batches(source.files, options, most=share))
     sizes = [_part_bytes(part) for part in parts]
     per_worker = WORKER_BASE + memory_budget(max(sizes, default=0))  # what one ingest of the largest part gets
     budget = _budget(options, source, min(options.jobs, len(parts)) * per_worker)
@@ -111,15 +112,6 @@ def load_files(con: duckdb.DuckDBPyConnection, source: Source, run_id: int, opti
                 path.unlink()
                 results.extend(loaded)
     return results
-
-
-def file_parts(files: tuple[Path, ...], options: IngestOptions) -> list[Batch]:
-    """The parts the workers load: consecutive files, an even share of them for each of --jobs at most (small files
-    grouped, kineto_batch.batches), consecutive parts joined where they would be more than MAX_PARTS."""
-    share = math.ceil(len(files) / options.jobs)
-    parts = list(kineto_batch.batches(files, options, most=share))
-    joined = math.ceil(len(parts) / MAX_PARTS)
-    return [[item for part in parts[i : i + joined] for item in part] for i in range(0, len(parts), joined)]
 
 
 def worker_count(requested: int, parts: int, per_worker: int, budget: int, cores: int) -> int:
@@ -186,8 +178,8 @@ def _load_part(
 def merge_part(
     con: duckdb.DuckDBPyConnection, part: Path, run_id: int, batch: Batch, results: list[FileResult]
 ) -> None:
-    """Copy the rows of one part database into run `run_id`, moving its keys past the run's rows (ATTACHed: DuckDB
-    reads and writes on all its threads; copying through Arrow in this process took 1.7x as long)."""
+    """Copy the rows of one part database into run `run_id`, moving its keys past the run's rows; the part is read
+    through a connection of its own, closed at the end (see the module's note on descriptors)."""
     taken = {r[0] for r in con.execute("SELECT rank FROM ranks WHERE run_id = ?", [run_id]).fetchall()}
     for (_, trace_file), result in zip(batch, results, strict=True):
         if result.rank in taken:
@@ -198,12 +190,14 @@ def merge_part(
         table: con.execute(f"SELECT coalesce(max({key}), 0) FROM {table} WHERE run_id = ?", [run_id]).fetchall()[0][0]
         for table, key in MAX_KEY.items()
     }
-    quoted = str(part).replace("'", "''")
-    con.execute(f"ATTACH '{quoted}' AS _part (READ_ONLY)")
-    for table, keys in KEYS.items():
-        columns = [r[0] for r in con.execute(f"SELECT name FROM pragma_table_info('{table}')").fetchall()]
-        select = ", ".join(
-            str(run_id) if c == "run_id" else f"{c} + {int(offsets[keys[c]])}" if c in keys else c for c in columns
-        )
-        con.execute(f"INSERT INTO {table} ({', '.join(columns)}) SELECT {select} FROM _part.{table}")
-    con.execute("DETACH _part")
+    reader = duckdb_connect(str(part), read_only=True)
+    try:
+        for table, keys in KEYS.items():
+            columns = [r[0] for r in con.execute(f"SELECT name FROM pragma_table_info('{table}')").fetchall()]
+            select = ", ".join(
+                str(run_id) if c == "run_id" else f"{c} + {int(offsets[keys[c]])}" if c in keys else c for c in columns
+            )
+            rows = reader.sql(f"SELECT {select} FROM {table}").to_arrow_reader()
+            execute_with(con, "_part_rows", rows, f"INSERT INTO {table} ({', '.join(columns)}) FROM _part_rows")
+    finally:
+        reader.close()
