@@ -63,20 +63,31 @@ def _ns(text: str) -> int:
     return int((Decimal(text) * 1000).quantize(Decimal(1), rounding=ROUND_HALF_UP))
 
 
-def test_times_are_exact_ns_from_the_text_where_a_double_is_not(tmp_path: Path) -> None:
-    # 9.9e12 µs and beyond: a double's last digit is no longer the text's (9911282807059.433 -> ...059.434).
-    times = [("9911282807059.433", "2.4960000000000004"), ("1790857026123456.789", "0.0005"), ("17", "1e-3")]
+EXACT_TIMES = [("9911282807059.433", "2.4960000000000004"), ("1790857026123456.789", "0.0005"), ("17", "1e-3")]
+# A Triton kernel's grid as text fails the fast read of args: the file is read the careful way.
+TRITON_GRID = (
+    '{"ph": "X", "cat": "kernel", "name": "triton_", "pid": 0, "tid": 7, "ts": 1790857026123456.789, "dur": 2.5, '
+    '"args": {"device": 0, "stream": 7, "correlation": 1, "grid": "grid(100,)"}}'
+)
+
+
+@pytest.mark.parametrize("careful", [False, True], ids=["fast", "careful"])
+def test_times_are_exact_ns_from_the_text_where_a_double_is_not(tmp_path: Path, careful: bool) -> None:
+    # 9.9e12 µs and beyond: a double's last digit is no longer the text's (9911282807059.433 -> ...059.434); the
+    # careful path read ts and dur as JSON, which holds a number as a double (epoch µs: ...456.789 -> ...456.8).
     events = [
         f'{{"ph": "X", "cat": "cpu_op", "name": "op{i}", "pid": 1, "tid": 1, "ts": {ts}, "dur": {dur}}}'
-        for i, (ts, dur) in enumerate(times)
-    ]
+        for i, (ts, dur) in enumerate(EXACT_TIMES)
+    ] + ([TRITON_GRID] if careful else [])
     trace = tmp_path / "exact.json"
     trace.write_text('{"traceEvents": [' + ", ".join(events) + "]}")
     traceview.ingest([trace], tmp_path / "exact.db")
     with duckdb.connect(str(tmp_path / "exact.db"), read_only=True) as con:
         got = dict(con.execute("SELECT name, (start_ns, end_ns - start_ns) FROM cpu_ranges").fetchall())
-    for i, (ts, dur) in enumerate(times):
+        kernels = con.execute("SELECT start_ns, grid FROM gpu_activity").fetchall()
+    for i, (ts, dur) in enumerate(EXACT_TIMES):
         assert got[f"op{i}"] == (_ns(ts), _ns(dur)), (ts, dur)
+    assert kernels == ([(1790857026123456789, None)] if careful else [])
 
 
 # ---------------------------------------------------------------------------------------------------------

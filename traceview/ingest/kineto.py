@@ -28,7 +28,7 @@ from typing import Any
 
 import duckdb
 
-from ..db import first_row
+from ..db import Access, duckdb_connect, first_row
 from ..errors import BadInputError
 from ..scratch import scratch_directory
 from . import IngestOptions, LoadedSource, RetryCarefully, Source, common, jsonstream, kineto_batch, nesting
@@ -339,21 +339,42 @@ def _lanes(con: duckdb.DuckDBPyConnection) -> int:
 
 
 def _read_events(con: duckdb.DuckDBPyConnection, array_path: Path, trace_file: Path) -> None:
-    """Stage the array in `array_path` as _ev, every value read as raw JSON and cast with TRY_CAST.
+    """Stage the array in `array_path` as _ev, every value read as raw JSON and cast with TRY_CAST, but ts and dur
+    as DECIMAL where every one of them reads so (_times_read_exactly).
 
     Lifts the ingest's memory cap (db.write_session): read_json reserves twice its maximum_object_size
     (MAX_EVENT) up front, which the cap would refuse; the pages it does not fill cost nothing.
     """
     con.execute("RESET memory_limit")
+    exact = _times_read_exactly(array_path)
+    times = {"ts": FAST_EVENT_COLUMNS["ts"], "dur": FAST_EVENT_COLUMNS["dur"]} if exact else {}
     try:
-        source = _read_json(EVENT_COLUMNS, MAX_EVENT)
-        _stage(con, source, [[str(array_path)]], ARG_COLUMNS, "DECIMAL(24, 3)", robust=True)
+        source = _read_json(EVENT_COLUMNS | times, MAX_EVENT)
+        decimal = FAST_EVENT_COLUMNS["ts"] if exact else "DECIMAL(24, 3)"
+        _stage(con, source, [[str(array_path)]], ARG_COLUMNS, decimal, robust=True)
     except (duckdb.InvalidInputException, duckdb.ConversionException, UnicodeDecodeError) as error:
         raise BadInputError(
             trace_file,
             f"malformed trace JSON ({_first_line(error)})",
             "the file is damaged; record or copy it again (--salvage keeps events before a cut)",
         ) from error
+
+
+def _times_read_exactly(array_path: Path) -> bool:
+    """Whether every ts and dur of the array reads as a DECIMAL (exact from its text, as on the fast path); a JSON
+    column holds a number as a double, which from 9.9e12 µs on is not the text (9911282807059.433 -> ...059.434;
+    epoch µs lost up to 0.2 µs), so a file read the careful way for another value (Triton's "grid": "grid(100,)")
+    lost its ns. Tried in a connection of its own: a failed read in the ingest's would abort its transaction."""
+    columns = {"ts": FAST_EVENT_COLUMNS["ts"], "dur": FAST_EVENT_COLUMNS["dur"]}
+    probe = duckdb_connect(access=Access(readable=(array_path,)))
+    try:
+        probe.execute(f"SELECT count(ts), count(dur) FROM ({_read_json(columns, MAX_EVENT)})", [[str(array_path)]])
+        probe.fetchall()
+        return True
+    except (duckdb.Error, UnicodeDecodeError):
+        return False
+    finally:
+        probe.close()
 
 
 def _read_json(columns: dict[str, str], biggest: int) -> str:
