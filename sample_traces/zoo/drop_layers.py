@@ -4,7 +4,8 @@ layer kinds is incomplete (Gemma 3 1B has 26 layers in units of six, Gemma 3 27B
     python drop_layers.py LABELS TRACE KEEP OUT_DIR
 
 Writes OUT_DIR/torch/NAME.pt.trace.json (every kernel of a true layer numbered KEEP or more left out, and the launch
-calls of those kernels alone) and OUT_DIR/labels/NAME.json (the runs of the kept kernels, the digest of their names),
+calls of those kernels alone; the time those kernels took on the GPU is taken out of every later time, so that no
+idle gap stands where they ran) and OUT_DIR/labels/NAME.json (the runs of the kept kernels, the digest of their names),
 NAME being the run's with `_keepKEEP` before its mode. For eager runs: a CUDA graph replay's one launch call runs the
 kernels of every layer. `python bench/accuracy.py --zoo OUT_DIR` then measures traceview on them.
 """
@@ -46,6 +47,7 @@ def drop_layers(labels: Path, trace: Path, keep: int, out: Path) -> tuple[Path, 
         for e in events
         if id(e) not in dropped and not (e.get("cat") in LAUNCH_CATEGORIES and _correlation(e) in launches)
     ]
+    _close_gaps(kept, _dropped_spans(kernels, dropped))
     if isinstance(document, dict):
         document["traceEvents"] = kept
     else:
@@ -64,6 +66,37 @@ def drop_layers(labels: Path, trace: Path, keep: int, out: Path) -> tuple[Path, 
     written = out / "labels" / f"{stem}.json"
     written.write_text(json.dumps(data))
     return target, written
+
+
+def _dropped_spans(kernels: list[dict], dropped: set[int]) -> list[tuple[float, float]]:
+    """The GPU time of each run of dropped kernels: from its first kernel's start to the next kept kernel's start."""
+    spans: list[tuple[float, float]] = []
+    start = None
+    for event in kernels:
+        if id(event) in dropped:
+            start = float(event["ts"]) if start is None else start
+        elif start is not None:
+            spans.append((start, float(event["ts"])))
+            start = None
+    if start is not None:
+        spans.append((start, float(kernels[-1]["ts"]) + float(kernels[-1].get("dur", 0))))
+    return spans
+
+
+def _close_gaps(events: list[dict], spans: list[tuple[float, float]]) -> None:
+    """Take the dropped spans' time out of every event's times: a time moves back by the part of the spans before it
+    (so no two events change order)."""
+
+    def earlier(t: float) -> float:
+        return round(t - sum(max(0.0, min(b, t) - a) for a, b in spans), 3)
+
+    for event in events:
+        if not isinstance(event.get("ts"), int | float):
+            continue
+        end = event["ts"] + event["dur"] if isinstance(event.get("dur"), int | float) else None
+        event["ts"] = earlier(event["ts"])
+        if end is not None:
+            event["dur"] = round(earlier(end) - event["ts"], 3)
 
 
 def _correlation(event: dict) -> int:
