@@ -381,3 +381,23 @@ def test_a_verify_whose_run_goes_on_past_it_is_part_of_a_pass() -> None:
     target = [(119 + 17 * i, 136 + 17 * i) for i in range(6)]
     joined = passes._Runs([(0, 230)], [204], [10], 17, [])
     assert not passes._run_past([*drafts, target], [1, 1, 1, 1, 6], joined)
+
+
+def test_a_layer_of_another_kind_that_shares_the_prologues_rotary_kernel_is_no_glue() -> None:
+    """Qwen3-Next prefill (three linear-attention layers to one full one, float32, batch 2) with 19 layers, its last
+    unit incomplete: a run of kernels inside each full-attention layer, among them the rotary kernel the prologue
+    also runs and no linear-attention layer does, parted the one forward pass into "passes" of 4 and 5 layers, read
+    as a drafter's and verifies (3 steps and 625 kernels outside every step for one pass). Glue between two passes
+    holds a kernel of the step's own prologue and one of its epilogue (the LM head or sampling, and the next
+    embedding)."""
+    embedding, rotary, head = [100, 101], [105], [3, 200, 201]  # final norm, LM head, sampling
+    layer, core = list(range(10, 30)), [*rotary, 40, 41, 42]  # a linear-attention layer; full attention's core
+
+    def spans(first: int, count: int) -> list[tuple[int, int]]:
+        return [(first + 20 * i, first + 20 * (i + 1)) for i in range(count)]
+
+    for glue, glued in ((core, False), ([*head, *embedding], True)):
+        codes = np.array([*embedding, *rotary, *layer * 4, *glue, *layer * 5, *glue, *layer * 4, *head], dtype=np.int64)
+        second = 3 + 80 + len(glue)
+        third = second + 100 + len(glue)
+        assert passes._glued(codes, [spans(3, 4), spans(second, 5), spans(third, 4)]) is glued

@@ -386,6 +386,9 @@ INCOMPLETE_UNITS = [
     ("llama4_text_moe_every_2_prefill", 15),  # dense and MoE layers alternating: ends with a dense one
     ("cohere2_default_decode", 14),
     ("deepseek_v3_dense1_decode", 6),  # a dense layer, then MoE ones
+    # the fifth held-out recording's (float32, batch 2): a rotary kernel inside each full-attention layer, which the
+    # prologue also runs, parted the one forward pass into a drafter's "passes" and verifies (passes._glued)
+    ("held5/qwen3_next_default_prefill", 19),
 ]
 INCOMPLETE_MISSES = {  # (run, layers kept) -> why traceview misses it (a strict expected failure), each warned
     (
@@ -419,7 +422,10 @@ def test_a_stack_ending_in_its_unit_that_is_missed_is_warned(run: str, keep: int
 
 
 def _without_last_layers(run: str, keep: int, tmp_path: Path) -> zoo_accuracy.ZooRow:
-    """The accuracy row of committed run `run` with the layers numbered `keep` or more left out of every pass."""
-    trace = next((ZOO / "torch").glob(f"{run}_bare.pt.trace.json*"))
-    cut_trace, labels = drop_layers.drop_layers(ZOO / "labels" / f"{run}.json", trace, keep, tmp_path)
+    """The accuracy row of committed run `run` (FOLDER/NAME for a held-out recording's) with the layers numbered
+    `keep` or more left out of every pass."""
+    folder, _, name = run.rpartition("/")
+    root = ZOO / folder
+    trace = next((root / "torch").glob(f"{name}_bare.pt.trace.json*"))
+    cut_trace, labels = drop_layers.drop_layers(root / "labels" / f"{name}.json", trace, keep, tmp_path)
     return zoo_accuracy.check_zoo(labels, cut_trace, hint=False)

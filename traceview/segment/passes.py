@@ -224,8 +224,12 @@ def _drafts_by_step(
 
 def _speculative(codes: np.ndarray, nested: bool) -> tuple[_Runs, list[list[tuple[int, int]]]] | None:
     """The forward passes and steps of speculative decoding: from the passes told apart by their glue
-    (_spec_passes), else (`nested`) when the trace's repeating unit is a whole step (_nested_speculative)."""
+    (_spec_passes) when that glue runs the step's own prologue or epilogue (_glued: a layer of another kind that
+    no other layer runs, full attention among linear-attention layers, is no glue between passes), else (`nested`)
+    when the trace's repeating unit is a whole step (_nested_speculative)."""
     passes = _spec_passes(codes, targets=2)
+    if passes is not None and not _glued(codes, passes):
+        passes = None
     if passes is None:
         return _nested_speculative(codes) if nested else None
     found = _runs_of(passes, by_glue=True)
@@ -735,15 +739,18 @@ def _draft_of(codes: np.ndarray, target: tuple[int, int], passes: list[tuple[int
 
 
 def _glued(codes: np.ndarray, passes: list[list[tuple[int, int]]]) -> bool:
-    """Whether between every two of the forward `passes` (each its layers) runs a kernel of the step's own prologue
-    or epilogue (before the first pass, after the last) that no layer runs: the glue between two passes holds the LM
-    head, sampling or the embedding; the parts of MoE layers told apart as passes (an expert loop's GEMMs between
-    copies of a loop) hold only kernels layers run."""
+    """Whether between every two of the forward `passes` (each its layers) run a kernel of the step's own prologue
+    (before the first pass) and one of its epilogue (after the last) that no layer runs: the glue between two passes
+    holds the LM head or sampling, and the next embedding; the parts of MoE layers told apart as passes (an expert
+    loop's GEMMs between copies of a loop) hold only kernels layers run, and a layer of a kind no other layer is
+    (full attention among linear-attention layers) may share its rotary kernels with the prologue, not the LM
+    head with the epilogue."""
     layers_run = {code for layers in passes for a, b in layers for code in codes[a:b].tolist()}
-    own = _own_kernels(codes, (passes[0][0][0], passes[-1][-1][1]), layers_run)
-    return all(
-        own.intersection(codes[before[-1][1] : after[0][0]].tolist()) for before, after in itertools.pairwise(passes)
-    )
+    first, last = passes[0][0][0], passes[-1][-1][1]
+    before = _own_kernels(codes, (first, len(codes)), layers_run)
+    after = _own_kernels(codes, (0, last), layers_run)
+    glues = [set(codes[a[-1][1] : b[0][0]].tolist()) for a, b in itertools.pairwise(passes)]
+    return all(glue & before and glue & after for glue in glues)
 
 
 def _run_past(passes: list[list[tuple[int, int]]], counts: list[int], found: _Runs) -> bool:
