@@ -1215,3 +1215,18 @@ def test_a_layer_cut_short_by_an_anchor_in_a_layer_of_another_kind_is_made_whole
     fixed = period._unit_long_before_other(codes, spans, unit)
     assert [(s.start, s.end) for s in fixed] == [(1, 41), (41, 81), (81, 121), (121, 141), (141, 181)]
     assert period._unit_long_before_other(codes, spans[:2], unit) == spans[:2]
+
+
+def test_a_stack_ending_with_its_units_first_layer_keeps_it_whole_and_in_phase() -> None:
+    """Gemma 2 with an odd layer count (sliding and full attention alternating) ends with a lone sliding layer, the
+    unit's first half. A span shorter than the unit that runs as its start is cut at the unit's own cuts, not at
+    them scaled to its length (which cut the lone layer in two); a phase whose unit-long layers are not one sequence
+    of kernels (one of them opening with prologue kernels) gives way to one whose are, before coverage."""
+    unit = np.arange(10, 30, dtype=np.int64)  # two layers: 12 kernels, then 8
+    codes = np.concatenate([[1, 2], unit, unit, unit[:12], [90, 91]])
+    whole, lone = period.LayerSpan(2, 22, 1.0), period.LayerSpan(42, 54, 1.0)
+    assert period._prefix_cuts(codes, whole, lone, [12]) == []  # the lone first layer: no cut inside it
+    assert period._prefix_cuts(codes, whole, period.LayerSpan(44, 54, 1.0), [12]) is None  # not the unit's start
+    kin = codes.copy()
+    assert period._copies_alike(kin, [whole, period.LayerSpan(22, 42, 1.0), lone], 20)
+    assert not period._copies_alike(kin, [period.LayerSpan(0, 20, 1.0), period.LayerSpan(22, 42, 1.0)], 20)

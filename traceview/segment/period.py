@@ -1505,9 +1505,11 @@ def _split(
     """Every layer of the fit cut at the unit's `cuts`, scaled to its length; with `own_cuts`, a layer cut where its
     own kernels say (a layer of another length: two layers of another kind than the unit's), where they do."""
     layers = []
+    whole = next((s for s in fit.layers if s.end - s.start == fit.period), None)
     for span in fit.layers:
         scale = (span.end - span.start) / fit.period
         own = own_cuts(span) if own_cuts is not None and span.end - span.start != fit.period else None
+        own = own if own is not None else _prefix_cuts(codes, whole, span, cuts)
         offsets = own if own is not None else [round(c * scale) for c in cuts]
         bounds = [span.start, *(span.start + c for c in offsets), span.end]
         layers += [LayerSpan(a, b, span.confidence) for a, b in itertools.pairwise(bounds) if b > a]
@@ -1515,6 +1517,18 @@ def _split(
     return PeriodFit(
         tuple(layers), period, fit.coverage, fit.confidence, agreement(codes, layers), alike(codes, layers)
     )
+
+
+def _prefix_cuts(codes: np.ndarray, whole: LayerSpan | None, span: LayerSpan, cuts: list[int]) -> list[int] | None:
+    """The unit's `cuts` inside `span`, unscaled, when the span is shorter than the unit (`whole`, a span one unit
+    long) and runs kernel for kernel as its start: a stack that ends in the middle of its unit (Gemma 2 with an odd
+    layer count ends with a lone sliding-window layer); else None."""
+    length = span.end - span.start
+    if whole is None or length >= whole.end - whole.start:
+        return None
+    if not np.array_equal(codes[span.start : span.end], codes[whole.start : whole.start + length]):
+        return None
+    return [c for c in cuts if c < length]
 
 
 def dense(codes: np.ndarray) -> np.ndarray:
@@ -1586,6 +1600,7 @@ def _fit(
         key=lambda r: (
             len(r[0]) - (whole_pass and _ends_in_part(codes, r[0], len(unit))),
             -sum(_off_unit(s, len(unit)) for s in r[0]),  # not one unit long: glue swallowed
+            _copies_alike(kin, r[0], len(unit)),  # its unit-long layers one sequence (by family): no glue in one
             sum(s.end - s.start for s in r[0]),
             r[2],
             _opening_alike(codes, r[0], r[1]),
@@ -1631,6 +1646,15 @@ def _ends_in_part(codes: np.ndarray, spans: list[LayerSpan], unit: int) -> bool:
     whole unit that reaches the end is left to the later steps: a kernel the model runs between some layers (RWKV's
     rescale) moves the layers after it by one, and the last one then holds the LM head's first kernel."""
     return bool(spans) and spans[-1].end == len(codes) and _off_unit(spans[-1], unit)
+
+
+def _copies_alike(kin: np.ndarray, spans: list[LayerSpan], unit: int) -> bool:
+    """Whether a phase's layers one unit long run one sequence of kernels, told by family (`kin`: a first layer that
+    opens with a variant of the others' norm is one of them). Gemma 2 with an odd layer count ends with a lone
+    sliding-window layer; a phase opening in the prologue made as many layers, one of them with prologue kernels for
+    its first ones, and covered more."""
+    whole = {kin[s.start : s.end].tobytes() for s in spans if not _off_unit(s, unit)}
+    return len(whole) == 1
 
 
 def _off_unit(span: LayerSpan, unit: int) -> bool:
