@@ -93,6 +93,8 @@ FAST_EVENT_COLUMNS = {
     "args": 'STRUCT(correlation BIGINT, device BIGINT, stream BIGINT, grid INTEGER[], block INTEGER[], "bytes" BIGINT, '
     '"Collective name" VARCHAR, "graph id" BIGINT, "graph node id" BIGINT, "name" VARCHAR)',
 }
+# ts and dur on the careful path, when every one of them reads so (_times_read_exactly): exact, as on the fast path
+EXACT_TIMES = {"ts": FAST_EVENT_COLUMNS["ts"], "dur": FAST_EVENT_COLUMNS["dur"]}
 FAST_ARG_COLUMNS = {
     "correlation": "args.correlation",
     "device": "args.device",
@@ -347,10 +349,9 @@ def _read_events(con: duckdb.DuckDBPyConnection, array_path: Path, trace_file: P
     """
     con.execute("RESET memory_limit")
     exact = _times_read_exactly(array_path)
-    times = {"ts": FAST_EVENT_COLUMNS["ts"], "dur": FAST_EVENT_COLUMNS["dur"]} if exact else {}
     try:
-        source = _read_json(EVENT_COLUMNS | times, MAX_EVENT)
-        decimal = FAST_EVENT_COLUMNS["ts"] if exact else "DECIMAL(24, 3)"
+        source = _read_json(EVENT_COLUMNS | (EXACT_TIMES if exact else {}), MAX_EVENT)
+        decimal = EXACT_TIMES["ts"] if exact else "DECIMAL(24, 3)"
         _stage(con, source, [[str(array_path)]], ARG_COLUMNS, decimal, robust=True)
     except (duckdb.InvalidInputException, duckdb.ConversionException, UnicodeDecodeError) as error:
         raise BadInputError(
@@ -365,10 +366,9 @@ def _times_read_exactly(array_path: Path) -> bool:
     column holds a number as a double, which from 9.9e12 µs on is not the text (9911282807059.433 -> ...059.434;
     epoch µs lost up to 0.2 µs), so a file read the careful way for another value (Triton's "grid": "grid(100,)")
     lost its ns. Tried in a connection of its own: a failed read in the ingest's would abort its transaction."""
-    columns = {"ts": FAST_EVENT_COLUMNS["ts"], "dur": FAST_EVENT_COLUMNS["dur"]}
     probe = duckdb_connect(access=Access(readable=(array_path,)))
     try:
-        probe.execute(f"SELECT count(ts), count(dur) FROM ({_read_json(columns, MAX_EVENT)})", [[str(array_path)]])
+        probe.execute(f"SELECT count(ts), count(dur) FROM ({_read_json(EXACT_TIMES, MAX_EVENT)})", [[str(array_path)]])
         probe.fetchall()
         return True
     except (duckdb.Error, UnicodeDecodeError):

@@ -224,9 +224,9 @@ def _drafts_by_step(
 
 def _speculative(codes: np.ndarray, nested: bool) -> tuple[_Runs, list[list[tuple[int, int]]]] | None:
     """The forward passes and steps of speculative decoding: from the passes told apart by their glue
-    (_spec_passes) when that glue runs the step's own prologue or epilogue (_glued: a layer of another kind that
-    no other layer runs, full attention among linear-attention layers, is no glue between passes), else (`nested`)
-    when the trace's repeating unit is a whole step (_nested_speculative)."""
+    (_spec_passes) when that glue runs kernels of the step's own prologue and epilogue (_glued: a layer of another
+    kind, full attention among linear-attention layers, is no glue between passes), else (`nested`) when the
+    trace's repeating unit is a whole step (_nested_speculative)."""
     passes = _spec_passes(codes, targets=2)
     if passes is not None and not _glued(codes, passes):
         passes = None

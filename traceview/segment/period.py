@@ -1590,9 +1590,10 @@ def _fit(
     marks = _without_strays(codes, marks, unit)
     # the phase that makes most whole layers (layers of another kind before the first included; in a whole pass, a
     # last layer that is part of one running into the epilogue does not count: _ends_in_part), with fewest not
-    # one unit long (a layer cut out of phase runs on into the glue between two passes), covering most
-    # kernels; a plausible one before the leftmost extension, one whose first layer opens with a variant of the
-    # unit's first kernel before others; one where most layers open with the same kernel (a dense first layer
+    # one unit long (a layer cut out of phase runs on into the glue between two passes), whose unit-long layers
+    # run one sequence (_copies_alike: none opens with prologue kernels), covering most kernels; a plausible one
+    # before the leftmost extension, one whose first layer opens with a variant of the unit's first kernel before
+    # others; one where most layers open with the same kernel (a dense first layer
     # opens like the others: not with the embedding's last kernel); most like the unit (a dense layer that begins
     # with the embedding is less so); then the earliest
     spans, rotated = max(
