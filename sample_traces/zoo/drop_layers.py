@@ -39,33 +39,41 @@ def drop_layers(labels: Path, trace: Path, keep: int, out: Path) -> tuple[Path, 
     if len(kernels) != len(true):
         raise SystemExit(f"{trace}: {len(kernels)} kernels, its labels {len(true)}")
     dropped = {id(e) for e, (_, layer) in zip(kernels, true, strict=True) if layer is not None and layer >= keep}
-    launches = {_correlation(e) for e in kernels if id(e) in dropped} - {
-        _correlation(e) for e in kernels if id(e) not in dropped
-    }
-    kept = [
-        e
-        for e in events
-        if id(e) not in dropped and not (e.get("cat") in LAUNCH_CATEGORIES and _correlation(e) in launches)
-    ]
+    kept = _kept_events(events, kernels, dropped)
     _close_gaps(kept, _dropped_spans(kernels, dropped))
     if isinstance(document, dict):
         document["traceEvents"] = kept
     else:
         document = kept
-    name = labels.stem.rsplit("_", 1)
-    stem = f"{name[0]}_keep{keep}_{name[1]}"
+    name, mode = labels.stem.rsplit("_", 1)
+    stem = f"{name}_keep{keep}_{mode}"
     for sub in ("torch", "labels"):
         (out / sub).mkdir(parents=True, exist_ok=True)
     target = out / "torch" / f"{stem}_bare.pt.trace.json"
     target.write_text(json.dumps(document))
     left = [label for e, label in zip(kernels, true, strict=True) if id(e) not in dropped]
+    return target, _write_labels(labels, target, left, out / "labels" / f"{stem}.json")
+
+
+def _kept_events(events: list[dict], kernels: list[dict], dropped: set[int]) -> list[dict]:
+    """The events less the dropped kernels and the launch calls that launched only dropped kernels."""
+    launches = {_correlation(e) for e in kernels if id(e) in dropped}
+    launches -= {_correlation(e) for e in kernels if id(e) not in dropped}
+    return [
+        e
+        for e in events
+        if id(e) not in dropped and not (e.get("cat") in LAUNCH_CATEGORIES and _correlation(e) in launches)
+    ]
+
+
+def _write_labels(labels: Path, target: Path, left: list[tuple[int | None, int | None]], written: Path) -> Path:
+    """The run's labels for the kept kernels (`left`), with the digest of the names in `target`, at `written`."""
     names = [k.name for k in truth.kineto_kernels(target)]
     data = json.loads(labels.read_text())
     data.update(trace=target.name, kernels=len(left), runs=_runs(left))
     data["names_sha256"] = hashlib.sha256("\n".join(names).encode()).hexdigest()
-    written = out / "labels" / f"{stem}.json"
     written.write_text(json.dumps(data))
-    return target, written
+    return written
 
 
 def _dropped_spans(kernels: list[dict], dropped: set[int]) -> list[tuple[float, float]]:
