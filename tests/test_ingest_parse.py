@@ -90,6 +90,19 @@ def test_times_are_exact_ns_from_the_text_where_a_double_is_not(tmp_path: Path, 
     assert kernels == ([(1790857026123456789, None)] if careful else [])
 
 
+def test_a_careful_read_whose_times_are_not_all_numbers_reads_them_raw(tmp_path: Path) -> None:
+    # read the careful way (a grid as text), ts and dur as DECIMAL fail on a ts that is no number: the file is read
+    # again with raw times, and that event counted as without a usable ts, as before
+    events = [TRITON_GRID, '{"ph": "X", "cat": "cpu_op", "name": "odd", "pid": 1, "tid": 1, "ts": "abc", "dur": 1}']
+    trace = tmp_path / "odd.json"
+    trace.write_text('{"traceEvents": [' + ", ".join(events) + "]}")
+    traceview.ingest([trace], tmp_path / "odd.db")
+    with duckdb.connect(str(tmp_path / "odd.db"), read_only=True) as con:
+        stats = dict(con.execute("SELECT name, value FROM ingest_stats").fetchall())
+        kernels = con.execute("SELECT count(*) FROM gpu_activity").fetchall()
+    assert stats.get("missing_timestamp.cpu_op") == 1 and kernels == [(1,)]
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Valid JSON that was refused (issue 17, items 3 and 10)
 

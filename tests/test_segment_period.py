@@ -1227,6 +1227,5 @@ def test_a_stack_ending_with_its_units_first_layer_keeps_it_whole_and_in_phase()
     whole, lone = period.LayerSpan(2, 22, 1.0), period.LayerSpan(42, 54, 1.0)
     assert period._prefix_cuts(codes, whole, lone, [12]) == []  # the lone first layer: no cut inside it
     assert period._prefix_cuts(codes, whole, period.LayerSpan(44, 54, 1.0), [12]) is None  # not the unit's start
-    kin = codes.copy()
-    assert period._copies_alike(kin, [whole, period.LayerSpan(22, 42, 1.0), lone], 20)
-    assert not period._copies_alike(kin, [period.LayerSpan(0, 20, 1.0), period.LayerSpan(22, 42, 1.0)], 20)
+    assert period._copies_alike(codes, [whole, period.LayerSpan(22, 42, 1.0), lone], 20)
+    assert not period._copies_alike(codes, [period.LayerSpan(0, 20, 1.0), period.LayerSpan(22, 42, 1.0)], 20)

@@ -95,7 +95,7 @@ def ingest(
                 with _dataset(parquet) as dataset:
                     return _ingest_once(source, database, options, segment_options, dataset)
             except RetryCarefully as retry:  # a fast read failed and DuckDB aborted the transaction: start over
-                options = dataclasses.replace(options, careful=options.careful | {retry.path})
+                options = retry.retried(options)
             except duckdb.OutOfMemoryException as error:  # a statement could not spill enough under the cap
                 options = _without_memory_cap(options, database, error)
 

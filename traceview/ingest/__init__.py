@@ -197,6 +197,9 @@ class IngestOptions:
     progress: Progress | None = None
     # Files to read the careful way (no fast path); api.ingest adds a file after RetryCarefully.
     careful: frozenset[Path] = frozenset()
+    # Of those, files whose ts and dur are read as raw JSON (a double: not exact from 9.9e12 µs on), not as DECIMAL,
+    # for one of them is no number; api.ingest adds a file after a RetryCarefully that asks for it.
+    raw_times: frozenset[Path] = frozenset()
     # Keep only part of the trace (--time-window, --steps); see common.apply_window.
     time_window: TimeWindow | None = None
     steps: tuple[int, ...] = ()
@@ -218,9 +221,15 @@ class RetryCarefully(Exception):
     Not an error for the user: the caller rolls back and ingests again with `path` in options.careful.
     """
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, raw_times: bool = False) -> None:
         super().__init__(f"{path}: read again the careful way")
         self.path = path
+        self.raw_times = raw_times  # the careful read failed too: again with ts and dur as raw JSON
+
+    def retried(self, options: IngestOptions) -> IngestOptions:
+        """The options to ingest again with: the file read the careful way (with raw times when asked)."""
+        raw_times = options.raw_times | ({self.path} if self.raw_times else set())
+        return dataclasses.replace(options, careful=options.careful | {self.path}, raw_times=raw_times)
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from typing import Any
 
 import duckdb
 
-from ..db import Access, duckdb_connect, first_row
+from ..db import first_row
 from ..errors import BadInputError
 from ..scratch import scratch_directory
 from . import IngestOptions, LoadedSource, RetryCarefully, Source, common, jsonstream, kineto_batch, nesting
@@ -93,7 +93,7 @@ FAST_EVENT_COLUMNS = {
     "args": 'STRUCT(correlation BIGINT, device BIGINT, stream BIGINT, grid INTEGER[], block INTEGER[], "bytes" BIGINT, '
     '"Collective name" VARCHAR, "graph id" BIGINT, "graph node id" BIGINT, "name" VARCHAR)',
 }
-# ts and dur on the careful path, when every one of them reads so (_times_read_exactly): exact, as on the fast path
+# ts and dur on the careful path, unless one of them is no number (_read_events): exact, as on the fast path
 EXACT_TIMES = {"ts": FAST_EVENT_COLUMNS["ts"], "dur": FAST_EVENT_COLUMNS["dur"]}
 FAST_ARG_COLUMNS = {
     "correlation": "args.correlation",
@@ -273,7 +273,7 @@ def stage_events(con: duckdb.DuckDBPyConnection, trace_file: Path, options: Inge
             pass  # read it again the careful way, which also words the error, if any
     with scratch_directory("copy") as tmp:
         array = extract_event_array(trace_file, Path(tmp), options)
-        _read_events(con, array.path, trace_file)
+        _read_events(con, array.path, trace_file, exact_times=trace_file not in options.raw_times)
         return Staged(array.metadata, array.json_bytes, array.lost_bytes, streamed=False)
 
 
@@ -340,41 +340,29 @@ def _lanes(con: duckdb.DuckDBPyConnection) -> int:
 # Reading the array with DuckDB and moving rows into the schema
 
 
-def _read_events(con: duckdb.DuckDBPyConnection, array_path: Path, trace_file: Path) -> None:
-    """Stage the array in `array_path` as _ev, every value read as raw JSON and cast with TRY_CAST, but ts and dur
-    as DECIMAL where every one of them reads so (_times_read_exactly).
+def _read_events(con: duckdb.DuckDBPyConnection, array_path: Path, trace_file: Path, exact_times: bool) -> None:
+    """Stage the array in `array_path` as _ev, every value read as raw JSON and cast with TRY_CAST, but ts and dur,
+    with `exact_times`, as DECIMAL: exact from their text, as on the fast path (raw JSON holds a number as a double,
+    which from 9.9e12 µs on is not the text: 9911282807059.433 -> ...059.434; epoch µs lost up to 0.2 µs). When
+    that read fails (a ts that is no number, or damage) RetryCarefully has the file read again with raw times,
+    which also words the error, if any.
 
     Lifts the ingest's memory cap (db.write_session): read_json reserves twice its maximum_object_size
     (MAX_EVENT) up front, which the cap would refuse; the pages it does not fill cost nothing.
     """
     con.execute("RESET memory_limit")
-    exact = _times_read_exactly(array_path)
     try:
-        source = _read_json(EVENT_COLUMNS | (EXACT_TIMES if exact else {}), MAX_EVENT)
-        decimal = EXACT_TIMES["ts"] if exact else "DECIMAL(24, 3)"
+        source = _read_json(EVENT_COLUMNS | (EXACT_TIMES if exact_times else {}), MAX_EVENT)
+        decimal = EXACT_TIMES["ts"] if exact_times else "DECIMAL(24, 3)"
         _stage(con, source, [[str(array_path)]], ARG_COLUMNS, decimal, robust=True)
     except (duckdb.InvalidInputException, duckdb.ConversionException, UnicodeDecodeError) as error:
+        if exact_times:
+            raise RetryCarefully(trace_file, raw_times=True) from error
         raise BadInputError(
             trace_file,
             f"malformed trace JSON ({_first_line(error)})",
             "the file is damaged; record or copy it again (--salvage keeps events before a cut)",
         ) from error
-
-
-def _times_read_exactly(array_path: Path) -> bool:
-    """Whether every ts and dur of the array reads as a DECIMAL (exact from its text, as on the fast path); a JSON
-    column holds a number as a double, which from 9.9e12 µs on is not the text (9911282807059.433 -> ...059.434;
-    epoch µs lost up to 0.2 µs), so a file read the careful way for another value (Triton's "grid": "grid(100,)")
-    lost its ns. Tried in a connection of its own: a failed read in the ingest's would abort its transaction."""
-    probe = duckdb_connect(access=Access(readable=(array_path,)))
-    try:
-        probe.execute(f"SELECT count(ts), count(dur) FROM ({_read_json(EXACT_TIMES, MAX_EVENT)})", [[str(array_path)]])
-        probe.fetchall()
-        return True
-    except (duckdb.Error, UnicodeDecodeError):
-        return False
-    finally:
-        probe.close()
 
 
 def _read_json(columns: dict[str, str], biggest: int) -> str:

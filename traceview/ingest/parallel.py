@@ -168,7 +168,7 @@ def _load_part(
             checkpoint(con)
             return results
         except RetryCarefully as retry:
-            options = dataclasses.replace(options, careful=options.careful | {retry.path})
+            options = retry.retried(options)
         finally:
             con.close()
         for leftover in (Path(path), Path(path + ".wal")):

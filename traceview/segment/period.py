@@ -1593,9 +1593,9 @@ def _fit(
     # one unit long (a layer cut out of phase runs on into the glue between two passes), whose unit-long layers
     # run one sequence (_copies_alike: none opens with prologue kernels), covering most kernels; a plausible one
     # before the leftmost extension, one whose first layer opens with a variant of the unit's first kernel before
-    # others; one where most layers open with the same kernel (a dense first layer
-    # opens like the others: not with the embedding's last kernel); most like the unit (a dense layer that begins
-    # with the embedding is less so); then the earliest
+    # others; one where most layers open with the same kernel (a dense first layer opens like the others: not with
+    # the embedding's last kernel); most like the unit (a dense layer that begins with the embedding is less so);
+    # then the earliest
     spans, rotated = max(
         ((*_layers_at(codes, marks, unit, shift, kin), rank) for shift, rank in _phases(codes, marks, unit, families)),
         key=lambda r: (
